@@ -1,0 +1,32 @@
+# torchboost developer targets. `make test` and `make demo` work on a fresh machine:
+# they create .venv with plain pip (torch/torchvision pinned in constraints.txt).
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test demo lint bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt torch torchvision
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: venv
+	$(PY) -m pytest -q
+
+demo: venv
+	$(VENV)/bin/torchboost demo
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: venv
+	$(PY) benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

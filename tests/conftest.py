@@ -1,0 +1,11 @@
+"""Shared fixtures: deterministic torch for every test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _deterministic() -> None:
+    torch.manual_seed(0)

@@ -1,0 +1,177 @@
+"""Each booster against its pseudo-code on tiny hand-checkable cases.
+
+Learners are bias-free linear maps with scripted weights trained by plain SGD, so a learner's
+target t_i (or linear loss) is visible in its weight update: for the squared fit
+(t − w·x)² the SGD step is w ← w + 2·lr·(t − w·x)·x; for the linear loss (1/L) g·(w·x) it is
+w ← w − lr·g·x / L. Every expected number below is written out by hand from the algorithms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from boost_helpers import linear_learners
+
+from torchboost import OGB, SGB, Box, ConvexHullOGB, ResidualSGB, StagewiseGB
+from torchboost.boosters import ogb_radius
+from torchboost.losses import SquaredLoss
+
+SGD = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.1}}
+
+
+def weights(booster):
+    return [booster.learners.learner_state(i)["weight"].flatten().tolist()
+            for i in range(booster.n_learners)]
+
+
+def scalar_weights(booster):
+    """The single weight of each one-input learner, as a flat list."""
+    return [w for ws in weights(booster) for w in ws]
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_sgb_alg1_partial_sums_targets_and_updates(mode):
+    booster = SGB(linear_learners([[0.5, 0.25], [1.0, -1.0]]), "squared", step=0.5, y0=0.2,
+                  mode=mode, **SGD)
+    x, z = torch.tensor([[1.0, 2.0]]), torch.tensor([3.0])
+    # h1 = 1, h2 = -1; y0 = .2, y1 = .2 - .5*1 = -.3, y2 = -.3 + .5 = .2
+    assert booster.predict(x, n_learners=1).item() == pytest.approx(-0.3)
+    assert booster.learn(x, z).item() == pytest.approx(0.2)
+    # targets g1 = y0 - z = -2.8, g2 = y1 - z = -3.3
+    w = weights(booster)
+    assert w[0] == pytest.approx([0.5 + 0.2 * (-2.8 - 1.0) * 1, 0.25 + 0.2 * (-2.8 - 1.0) * 2])
+    assert w[1] == pytest.approx([1.0 + 0.2 * (-3.3 + 1.0) * 1, -1.0 + 0.2 * (-3.3 + 1.0) * 2])
+    d = booster.diagnostics()
+    assert d["target_norm"].tolist() == pytest.approx([2.8, 3.3])
+    assert d["fit_error"].tolist() == pytest.approx([3.8**2, 2.3**2])
+    assert d["edge"].tolist() == pytest.approx([1 - 3.8**2 / 2.8**2, 1 - 2.3**2 / 3.3**2])
+    assert booster.compute_units.item() == 3 * 2 * 1
+
+
+def test_sgb_running_mean_y0():
+    booster = SGB(linear_learners([[0.0]]), "squared", y0="mean", step=0.5, **SGD)
+    x = torch.zeros(2, 1)
+    assert booster.learn(x, torch.tensor([1.0, 3.0])).flatten().tolist() == [0.0, 0.0]
+    assert booster.predict(x).flatten().tolist() == [2.0, 2.0]
+    logistic = SGB(linear_learners([[0.0]]), "logistic", y0="mean", **SGD)
+    logistic.learn(torch.zeros(4, 1), torch.tensor([1, 1, 1, 0]))
+    assert logistic.predict(torch.zeros(1, 1)).item() == pytest.approx(math.log(3), rel=1e-5)
+
+
+def test_sgb_default_step_is_theorem_5_1_with_unit_edge():
+    assert SGB(linear_learners([[1.0]]), "squared").step == 0.25
+    assert SGB(linear_learners([[1.0]]), "logistic").step == 1.0
+    with pytest.raises(ValueError, match="not smooth"):
+        SGB(linear_learners([[1.0]]), "hinge")
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_residual_sgb_alg2_projection_average_and_residuals(mode):
+    booster = ResidualSGB(linear_learners([[2.0], [-0.5], [0.25]]), "absolute",
+                          domain=Box(-1.0, 1.0), mode=mode, **SGD)
+    x, z = torch.tensor([[1.0]]), torch.tensor([0.5])
+    # eta_i = 1/i (lambda = 1); y0 = 0, y1 = P(-2) = -1, y2 = P(-1 + .25) = -.75,
+    # y3 = P(-.75 - .25/3) = -.8333; prediction = mean(y0..y3)
+    y3 = -0.75 - 0.25 / 3
+    assert booster.learn(x, z).item() == pytest.approx((0 - 1 - 0.75 + y3) / 4)
+    # subgradients sign(y_{i-1} - z) = -1, -1, -1; targets: -1, -1 + (-1 - 2) = -4,
+    # -4 - (-.5) - 1 = -4.5; residuals: -3, -3.5, -4.75
+    assert scalar_weights(booster) == pytest.approx(
+        [2.0 + 0.2 * (-1 - 2.0), -0.5 + 0.2 * (-4 + 0.5), 0.25 + 0.2 * (-4.5 - 0.25)])
+    h = torch.tensor([2.0, -0.5, 0.25]).view(3, 1, 1)
+    partials = booster.partial_sums(h, torch.zeros(1, 1))
+    assert booster.residuals(h, partials, z.view(1, 1)).flatten().tolist() == pytest.approx(
+        [-3.0, -3.5, -4.75])
+
+
+def test_residual_sgb_constant_step_and_ball_projection():
+    booster = ResidualSGB(linear_learners([[3.0, 4.0]]), "squared", step=2.0,
+                          domain=None, n_outputs=1, **SGD)
+    assert booster.steps.tolist() == [2.0]
+    from torchboost import Ball
+    ball = ResidualSGB(linear_learners([[1.0]]), "absolute", domain=Ball(0.5))
+    assert ball.predict(torch.tensor([[-10.0]])).item() == pytest.approx((0 + 0.5) / 2)
+
+
+def test_ogb_radius_from_table():
+    # squared loss (table: B = 1) and the linear-loss-like cap eta*N*D
+    assert ogb_radius(SquaredLoss(), 0.5, 4, 1.0) == 1.0
+    from torchboost.losses import LogisticLoss
+    b = ogb_radius(LogisticLoss(), 0.1, 100, 1.0)
+    # the infimum is where eta * beta_b * b^2 = eps_b * D (beta_b = 1/4, eps_b = sigmoid(b))
+    assert 0.1 * 0.25 * b * b == pytest.approx(1 / (1 + math.exp(-b)), rel=1e-6)
+    assert ogb_radius(LogisticLoss(), 0.1, 20, 1.0) == pytest.approx(0.1 * 20)  # capped by eta*N*D
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_ogb_alg1_partial_sums_linear_losses_and_sigma(mode):
+    booster = OGB(linear_learners([[0.5], [-0.25]]), "squared", step=0.5, bound_outputs=False,
+                  mode=mode, **SGD)
+    assert booster.radius == 1.0 and booster.lipschitz_radius == 2.0  # B = 1, L_B = B + 1
+    x = torch.tensor([[1.0]])
+    # round 1, z = .8: y1 = .5*.5 = .25, y2 = .25 + .5*(-.25) = .125
+    assert booster.learn(x, torch.tensor([0.8])).item() == pytest.approx(0.125)
+    # gradients g1 = 0 - .8, g2 = .25 - .8; linear loss SGD: w -= lr * g / L_B
+    assert scalar_weights(booster) == pytest.approx([0.5 + 0.1 * 0.8 / 2, -0.25 + 0.1 * 0.55 / 2])
+    # sigma: clip(0 + alpha_1 * g * y_prev) = clip(.5 * (-.55) * .25) = 0
+    assert booster.sigma.tolist() == [0.0, 0.0]
+    # round 2, z = -1: h = (.54, -.2225), y1 = .27, g2 = .27 + 1 = 1.27
+    booster.learn(x, torch.tensor([-1.0]))
+    alpha2 = 1 / (2.0 * 1.0 * math.sqrt(2))
+    assert booster.sigma.tolist() == pytest.approx([0.0, alpha2 * 1.27 * 0.27])
+    w1, w2 = 0.54 - 0.1 * 1.0 / 2, -0.2225 - 0.1 * 1.27 / 2
+    assert scalar_weights(booster) == pytest.approx([w1, w2])
+    # round 3 prediction uses the shrinkage (1 - sigma_2 * eta)
+    expected = (1 - alpha2 * 1.27 * 0.27 * 0.5) * (0.5 * w1) + 0.5 * w2
+    assert booster.predict(x).item() == pytest.approx(expected)
+
+
+def test_ogb_projects_partial_sums_onto_the_ball():
+    booster = OGB(linear_learners([[1.0], [1.0]]), "squared", step=1.0, radius=0.3,
+                  bound_outputs=False)
+    partials = booster.partial_sums(torch.ones(2, 1, 1), torch.zeros(1, 1))
+    assert partials.flatten().tolist() == pytest.approx([0.0, 0.3, 0.3])
+
+
+def test_ogb_rejects_step_outside_range():
+    with pytest.raises(ValueError, match=r"\[1/N, 1\]"):
+        OGB(linear_learners([[1.0], [1.0], [1.0]]), step=0.1)
+
+
+@pytest.mark.parametrize("objective", ["linear", "greedy"])
+def test_convex_hull_ogb_alg2_frank_wolfe(objective):
+    booster = ConvexHullOGB(linear_learners([[0.6], [-0.3], [0.9]]), "squared",
+                            bound_outputs=False, objective=objective, **SGD)
+    x, z = torch.tensor([[1.0]]), torch.tensor([0.2])
+    # eta = 1, 2/3, 1/2: y1 = .6, y2 = .6/3 - .2 = 0, y3 = .45
+    assert booster.learn(x, z).item() == pytest.approx(0.45)
+    g = [0.0 - 0.2, 0.6 - 0.2, 0.0 - 0.2]
+    w = [0.6, -0.3, 0.9]
+    if objective == "linear":  # L_D = D + 1 = 2
+        expected = [wi - 0.1 * gi / 2 for wi, gi in zip(w, g, strict=True)]
+    else:  # fit -g by squared error
+        expected = [wi + 0.2 * (-gi - wi) for wi, gi in zip(w, g, strict=True)]
+    assert scalar_weights(booster) == pytest.approx(expected)
+
+
+def test_stagewise_gb_trains_one_stage_at_a_time_without_caching():
+    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    x, z = torch.tensor([[1.0]]), torch.tensor([1.0])
+    assert booster.learn(x, z).item() == pytest.approx(-0.2)  # y1 = 0 - .5*.4
+    assert scalar_weights(booster) == pytest.approx([0.4 + 0.2 * (-1.0 - 0.4), 2.0])
+    assert booster.compute_units.item() == 3  # 1 predict + 2 update
+    booster.next_stage()
+    # frozen h1 = .12 -> y1 = -.06; h2 = 2 -> y2 = -1.06; target y1 - z = -1.06
+    assert booster.learn(x, z).item() == pytest.approx(-1.06)
+    assert scalar_weights(booster) == pytest.approx([0.12, 2.0 + 0.2 * (-1.06 - 2.0)])
+    assert booster.compute_units.item() == 3 + 4  # + 1 frozen prediction
+    with pytest.raises(ValueError, match="already trained"):
+        booster.next_stage()
+
+
+def test_stagewise_gb_needs_loop_mode():
+    from torchboost import WeakLearners
+    with pytest.raises(ValueError, match="mode='loop'"):
+        StagewiseGB(WeakLearners(linear_learners([[1.0], [2.0]]), mode="stacked"))

@@ -1,0 +1,177 @@
+"""WeakLearners: stacked == loop, per-learner optimizer state, dropout, BatchNorm, save/load."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from boost_helpers import regression_stream
+from torch import nn
+
+from torchboost import SGB, TwoLayerNet, WeakLearners
+from torchboost.learners import BoundedOutput
+
+
+def _pair(factory, n, **kwargs):
+    torch.manual_seed(1)
+    stacked = WeakLearners(factory, n, mode="stacked", **kwargs)
+    torch.manual_seed(1)
+    loop = WeakLearners(factory, n, mode="loop", **kwargs)
+    return stacked, loop
+
+
+def _train(learners, x, targets, steps):
+    for t in range(steps):
+        xb, tb = x[t % 8 * 16:(t % 8 + 1) * 16], targets[:, t % 8 * 16:(t % 8 + 1) * 16]
+        out = learners(xb)
+        learners.step((tb - out).square().sum(-1).mean(-1).sum())
+
+
+def test_auto_mode_picks_stacked_for_homogeneous_and_loop_otherwise():
+    assert WeakLearners(lambda: nn.Linear(3, 1), 4).mode == "stacked"
+    mixed = WeakLearners([nn.Linear(3, 1), nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))])
+    assert mixed.mode == "loop"
+    lbfgs = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.LBFGS)
+    assert lbfgs.mode == "loop"
+    with pytest.raises(ValueError, match="not an elementwise optimizer"):
+        WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.LBFGS, mode="stacked")
+
+
+def test_stacked_equals_loop_over_short_run_tightly():
+    stacked, loop = _pair(lambda: TwoLayerNet(6, 7), 5, optimizer_kwargs={"lr": 1e-2})
+    x = torch.randn(128, 6)
+    targets = torch.randn(5, 128, 1)
+    assert torch.allclose(stacked(x), loop(x), atol=1e-7)  # batched matmul rounds differently
+    _train(stacked, x, targets, 10)
+    _train(loop, x, targets, 10)
+    for i in range(5):
+        for name, value in loop.learner_state(i).items():
+            assert torch.allclose(stacked.learner_state(i)[name], value, atol=1e-6, rtol=1e-5), name
+
+
+def test_stacked_equals_loop_inside_sgb_long_run_statistically():
+    """Cascaded targets amplify rounding, so compare final test losses, not weights."""
+    x, y = regression_stream(3000)
+    losses = {}
+    for mode in ("stacked", "loop"):
+        torch.manual_seed(3)
+        booster = SGB(lambda: TwoLayerNet(5, 8), n_learners=6, step=0.3, y0="mean",
+                      optimizer_kwargs={"lr": 1e-2}, mode=mode)
+        for t in range(0, 2500, 25):
+            booster.learn(x[t:t + 25], y[t:t + 25])
+        losses[mode] = booster.evaluate(x[2500:], y[2500:])["loss"]
+    assert losses["stacked"] == pytest.approx(losses["loop"], rel=0.02)
+
+
+def test_fused_adam_state_is_per_learner():
+    """Learner 0 receiving zero gradient does not move, whatever the others do."""
+    learners = WeakLearners(lambda: nn.Linear(2, 1), 3, mode="stacked")
+    before = learners.learner_state(0)
+    out = learners(torch.randn(4, 2))
+    learners.step(out[1:].square().sum())
+    after = learners.learner_state(0)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not torch.equal(learners.learner_state(1)["weight"], before["weight"])
+
+
+def test_dropout_differs_between_stacked_learners():
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+
+    def factory():
+        net = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+        net[0].load_state_dict(lin.state_dict())  # identical weights in every learner
+        return net
+
+    learners = WeakLearners(factory, 4, mode="stacked")
+    out = learners(torch.ones(1, 8))
+    masks = (out != 0).squeeze(1)
+    assert len({tuple(m.tolist()) for m in masks}) > 1  # different randomness per learner
+    learners.eval()
+    out = learners(torch.ones(1, 8))
+    assert torch.allclose(out[0], out[3])
+
+
+def test_batchnorm_needs_loop_mode_and_works_there():
+    def factory():
+        return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+
+    with pytest.raises(ValueError, match="BatchNorm"):
+        WeakLearners(factory, 2, mode="stacked")
+    learners = WeakLearners(factory, 2)
+    assert learners.mode == "loop"
+    out = learners(torch.randn(16, 3))
+    learners.step(out.square().sum())
+    assert learners.learner_state(0)["1.num_batches_tracked"].item() == 1
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_state_dict_round_trip_includes_optimizer_state(mode):
+    torch.manual_seed(0)
+    a = WeakLearners(lambda: nn.Linear(3, 1), 3, mode=mode)
+    x, t = torch.randn(8, 3), torch.randn(3, 8, 1)
+    for _ in range(3):
+        a.step((a(x) - t).square().sum())
+    buffer = io.BytesIO()
+    torch.save(a.state_dict(), buffer)
+    buffer.seek(0)
+    torch.manual_seed(5)
+    b = WeakLearners(lambda: nn.Linear(3, 1), 3, mode=mode)
+    b.load_state_dict(torch.load(buffer, weights_only=False))
+    assert torch.equal(a(x), b(x))
+    for learners in (a, b):
+        learners.step((learners(x) - t).square().sum())
+    assert torch.equal(a(x), b(x))  # identical continued training needs identical Adam moments
+
+
+def test_to_moves_optimizer_state():
+    learners = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    learners.step(learners(torch.randn(4, 3)).sum())
+    learners.to(torch.float64)
+    state = next(iter(learners.optimizers[0].state.values()))
+    assert state["exp_avg"].dtype == torch.float64
+    learners.step(learners(torch.randn(4, 3, dtype=torch.float64)).sum())
+
+
+def test_learner_copy_matches_stacked_slice():
+    learners = WeakLearners(lambda: TwoLayerNet(4, 3), 3, mode="stacked")
+    x = torch.randn(5, 4)
+    assert torch.allclose(learners.learner(2)(x), learners(x)[2])
+
+
+def test_bad_learner_sources():
+    with pytest.raises(ValueError, match="factory"):
+        WeakLearners(nn.Linear(2, 1))
+    with pytest.raises(ValueError, match="n_learners"):
+        WeakLearners(lambda: nn.Linear(2, 1))
+    shared = nn.Linear(2, 1)
+    with pytest.raises(ValueError, match="share parameters"):
+        WeakLearners(lambda: shared, 2)
+    with pytest.raises(ValueError, match="empty"):
+        WeakLearners([])
+
+
+def test_bounded_output_respects_bound_in_every_direction():
+    wrapped = BoundedOutput(nn.Linear(3, 2), bound=0.7)
+    out = wrapped(100 * torch.randn(64, 3))
+    assert torch.linalg.vector_norm(out, dim=-1).max() <= 0.7 + 1e-6
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_cuda_learners_match_cpu(mode):
+    torch.manual_seed(0)
+    cpu = WeakLearners(lambda: TwoLayerNet(4, 3), 3, mode=mode)
+    torch.manual_seed(0)
+    gpu = WeakLearners(lambda: TwoLayerNet(4, 3), 3, mode=mode)
+    x, t = torch.randn(16, 4), torch.randn(3, 16, 1)
+    cpu.step((cpu(x) - t).square().sum())
+    gpu.step((gpu(x) - t).square().sum())  # state created on CPU, then moved
+    gpu.to("cuda")
+    xc, tc = x.cuda(), t.cuda()
+    for _ in range(3):
+        cpu.step((cpu(x) - t).square().sum())
+        gpu.step((gpu(xc) - tc).square().sum())
+    assert torch.allclose(cpu(x), gpu(xc).cpu(), atol=1e-5)

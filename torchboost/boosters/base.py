@@ -1,0 +1,258 @@
+"""What every streaming booster shares: input checks, the learn/predict cycle, diagnostics and
+compute accounting.
+
+A booster owns N weak learners (:class:`~torchboost.learners.WeakLearners`) and a loss. One
+:meth:`Booster.learn` call is one round of online boosting on a mini-batch:
+
+1. every learner predicts ``h_i(x)`` (one stacked forward, autograd on for the learners only);
+2. the booster combines the *detached* predictions into partial sums ``y^0..y^N``
+   (:meth:`Booster.partial_sums`) and its prediction (:meth:`Booster.combine`) — no graph ever
+   links one learner to another;
+3. after the labels are revealed each learner gets its own detached target or linear loss
+   (:meth:`Booster.learner_targets`, :meth:`Booster.learner_losses`), and all learners take one
+   optimizer step;
+4. algorithm state (σ for OGB, running y0) is updated (:meth:`Booster.after_step`).
+
+The prediction returned by :meth:`Booster.learn` is the one made *before* the update, so summing
+its loss over a stream is progressive validation. Compute is counted in the SGB paper's units
+(Hu et al. 2017, Sec. 6.2): one weak-learner prediction of one example = 1 unit, one update = 2.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.losses import Loss, get_loss
+
+__all__ = ["Y0", "Booster"]
+
+#: Initial prediction ``y^0``: a number, a tensor of shape ``(m,)``, or ``"mean"`` for the best
+#: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
+#: the log-odds of the positive rate for logistic loss).
+Y0 = float | Tensor | str
+
+PREDICT_UNITS = 1
+UPDATE_UNITS = 2
+
+
+class Booster(nn.Module, ABC):
+    """Base class of the streaming boosters (see the module docstring for the cycle).
+
+    Args:
+        learners: a factory ``lambda: nn.Module`` plus ``n_learners``, a list of modules, or a
+            ready :class:`WeakLearners`.
+        loss: a :class:`~torchboost.losses.Loss` or its name.
+        n_learners: number of learners to build from a factory.
+        n_outputs: outputs of the problem (classes for ``"softmax"``); learners must return
+            ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
+        y0: the initial prediction ``y^0`` (see :data:`Y0`).
+        optimizer, optimizer_kwargs, mode: passed to :class:`WeakLearners` for a factory/list.
+    """
+
+    def __init__(
+        self,
+        learners: LearnerSource | WeakLearners,
+        loss: str | Loss = "squared",
+        *,
+        n_learners: int | None = None,
+        n_outputs: int = 1,
+        y0: Y0 = 0.0,
+        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        mode: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.loss = get_loss(loss)
+        self.out_dim = self.loss.output_dim(n_outputs)
+        if isinstance(learners, WeakLearners):
+            if n_learners is not None and n_learners != len(learners):
+                raise ValueError(f"n_learners={n_learners} but the container has {len(learners)}")
+            self.learners = learners
+        else:
+            self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode)
+        n = len(self.learners)
+        self.y0_mode = _check_y0(y0, self.out_dim)
+        fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(
+            y0, dtype=torch.get_default_dtype()).expand(self.out_dim).clone()
+        self.register_buffer("y0_fixed", fixed_y0)
+        self.register_buffer("label_statistic_sum", torch.zeros(self.out_dim, dtype=torch.float64))
+        self.register_buffer("compute_units", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("samples_seen", torch.zeros((), dtype=torch.long))
+        self.register_buffer("rounds", torch.zeros((), dtype=torch.long))
+        self.register_buffer("residual_sq_sum", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("target_sq_sum", torch.zeros(n, dtype=torch.float64))
+        self.input_shape: tuple[int, ...] | None = None
+        self.last_diagnostics: dict[str, Tensor] = {}
+
+    @property
+    def n_learners(self) -> int:
+        return len(self.learners)
+
+    # --- the algorithm-specific pieces -------------------------------------------------------
+    @abstractmethod
+    def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
+        """Partial sums ``y^0..y^k``, ``(k+1, B, m)``, from detached predictions ``h (k, B, m)``."""
+
+    def combine(self, partials: Tensor) -> Tensor:
+        """The booster's prediction from its partial sums (default: the last one, ``y^k``)."""
+        return partials[-1]
+
+    @abstractmethod
+    def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
+        """Each learner's regression target ``(N, B, m)`` after the labels ``z`` are revealed."""
+
+    def learner_losses(self, outputs: Tensor, targets: Tensor, partials: Tensor,
+                       z: Tensor) -> Tensor:
+        """Each learner's own training loss ``(N,)`` (default: squared error to its target,
+        ``mean_b ‖target_i − h_i(x_b)‖²`` as in SGB Alg. 1 line 12)."""
+        return (targets - outputs).square().sum(-1).mean(-1)
+
+    def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
+        """Update algorithm state once the learners have stepped (default: nothing)."""
+
+    # --- public API ---------------------------------------------------------------------------
+    def learn(self, x: Tensor, y: Tensor) -> Tensor:
+        """One streaming round on the mini-batch ``(x, y)``; returns the prediction made before
+        the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged."""
+        x = self._check_features(x)
+        z = self._check_labels(y, x.shape[0])
+        outputs = self._learner_outputs(x)
+        h = outputs.detach()
+        partials = self.partial_sums(h, self.initial_prediction(x))
+        prediction = self.combine(partials)
+        targets = self.learner_targets(h, partials, z)
+        self.learners.step(self.learner_losses(outputs, targets, partials, z).sum())
+        self.after_step(h, partials, z)
+        self._record_round(x, h, targets, z)
+        return prediction
+
+    @torch.no_grad()
+    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction)."""
+        x = self._check_features(x)
+        h = self._learner_outputs(x, n_learners)
+        return self.combine(self.partial_sums(h, self.initial_prediction(x)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.predict(x)
+
+    @torch.no_grad()
+    def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
+        """Mean loss (and error rate for classifiers) on a held-out batch."""
+        pred = self.predict(x, n_learners)
+        z = self._check_labels(y, x.shape[0])
+        out = {"loss": float(self.loss.value(pred, z).mean())}
+        if self.loss.is_classifier:
+            labels = self.loss.predict_label(pred)
+            truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
+            out["error"] = float((labels != truth).double().mean())
+        return out
+
+    @torch.no_grad()
+    def initial_prediction(self, x: Tensor) -> Tensor:
+        """``y^0`` for a batch, ``(B, m)``."""
+        if self.y0_mode == "mean" and self.samples_seen > 0:
+            mean = self.label_statistic_sum / self.samples_seen
+            y0 = self.loss.best_constant(mean.to(x.dtype))
+        else:
+            y0 = self.y0_fixed.to(x.dtype)
+        return y0.expand(x.shape[0], self.out_dim)
+
+    def edges(self) -> Tensor:
+        """Running edge estimate per learner, ``γ_i = 1 − Σ‖target − h‖² / Σ‖target‖²``."""
+        return 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(1e-300)
+
+    def diagnostics(self) -> dict[str, Tensor]:
+        """Per-learner diagnostics of the last round plus running edges."""
+        return {**self.last_diagnostics, "edge": self.edges().float()}
+
+    @property
+    def units_per_example(self) -> int:
+        """Compute units one :meth:`learn` costs per example (``3N`` for the streaming boosters)."""
+        return self.n_learners * (PREDICT_UNITS + UPDATE_UNITS)
+
+    # --- internals ------------------------------------------------------------------------------
+    def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        if n_learners == 0:
+            return x.new_zeros(0, x.shape[0], self.out_dim)
+        out = self.learners(x, n_learners)
+        if out.shape[-1] != self.out_dim:
+            raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
+                             f"{self.loss.name} loss with this problem needs {self.out_dim}")
+        return out
+
+    def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
+                      first: int = 0) -> None:
+        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``."""
+        batch = x.shape[0]
+        with torch.no_grad():
+            residual_sq = (targets - h).square().sum(-1)
+            target_sq = targets.square().sum(-1)
+            span = slice(first, first + h.shape[0])
+            self.residual_sq_sum[span] += residual_sq.sum(-1).double()
+            self.target_sq_sum[span] += target_sq.sum(-1).double()
+            self.last_diagnostics = {
+                "target_norm": target_sq.sqrt().mean(-1),
+                "fit_error": residual_sq.mean(-1),
+            }
+            self.label_statistic_sum += self.loss.target_statistic(z, self.out_dim).sum(0).double()
+            self.samples_seen += batch
+            self.rounds += 1
+            self.compute_units += batch * self.units_per_round_example()
+        if self.input_shape is None:
+            self.input_shape = tuple(x.shape[1:])
+
+    def units_per_round_example(self) -> int:
+        """Units the last :meth:`learn` spent per example (overridden by staged training)."""
+        return self.units_per_example
+
+    def _check_features(self, x: Tensor) -> Tensor:
+        if not torch.is_tensor(x):
+            raise ValueError(f"features must be a torch.Tensor, got {type(x).__name__}")
+        if x.ndim < 2:
+            raise ValueError(f"features must have shape (B, ...features), got {tuple(x.shape)}")
+        if x.shape[0] == 0:
+            raise ValueError("empty batch: features have 0 rows")
+        if not x.is_floating_point():
+            raise ValueError(f"features must be floating point, got dtype {x.dtype}")
+        expected = self.input_shape
+        if expected is not None and tuple(x.shape[1:]) != expected:
+            raise ValueError(f"features have shape {tuple(x.shape[1:])} per example, but this "
+                             f"booster was trained on {expected}")
+        device = self.y0_fixed.device
+        if x.device != device:
+            raise ValueError(f"features are on {x.device} but the booster is on {device}")
+        if not bool(torch.isfinite(x).all()):
+            bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
+            raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
+        return x
+
+    def _check_labels(self, y: Tensor, batch: int) -> Tensor:
+        z = self.loss.encode_target(y, self.out_dim)
+        if z.shape[0] != batch:
+            raise ValueError(f"{z.shape[0]} labels for {batch} examples")
+        return z.to(self.y0_fixed.device)
+
+    # --- state ------------------------------------------------------------------------------------
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"input_shape": self.input_shape}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        shape = state["input_shape"]
+        self.input_shape = tuple(shape) if shape is not None else None
+
+
+def _check_y0(y0: Y0, out_dim: int) -> str:
+    if isinstance(y0, str):
+        if y0 != "mean":
+            raise ValueError(f"y0 must be a number, a tensor or 'mean', got {y0!r}")
+        return "mean"
+    value = torch.as_tensor(y0)
+    if value.numel() not in (1, out_dim) or not bool(torch.isfinite(value).all()):
+        raise ValueError(f"y0 must be finite with 1 or {out_dim} entries, got {y0!r}")
+    return "fixed"

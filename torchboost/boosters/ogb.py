@@ -1,0 +1,95 @@
+"""Online Gradient Boosting for span(F) (Beygelzimer, Hazan, Kale, Luo; NeurIPS 2015, Alg. 1)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchboost.boosters.online_linear import OnlineLinearBooster
+from torchboost.losses import Loss
+from torchboost.projections import Ball
+
+__all__ = ["OGB", "ogb_radius"]
+
+
+def ogb_radius(loss: Loss, step: float, n_learners: int, bound: float = 1.0) -> float:
+    """Alg. 1 line 1: ``B = min{η N D, inf{b ≥ D : η β_b b² ≥ ε_b D}}``.
+
+    The infimum is found by doubling from ``D`` and then bisection (the condition is monotone in
+    ``b`` for the losses of :mod:`torchboost.losses`).
+    """
+    cap = step * n_learners * bound
+
+    def holds(b: float) -> bool:
+        return step * loss.smoothness_on_ball(b) * b * b >= loss.projection_gap(b) * bound
+
+    if holds(bound):
+        return min(cap, bound)
+    low, high = bound, 2.0 * bound
+    while not holds(high):
+        if high >= cap:
+            return cap
+        low, high = high, 2.0 * high
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        low, high = (low, mid) if holds(mid) else (mid, high)
+    return min(cap, high)
+
+
+class OGB(OnlineLinearBooster):
+    """Online Gradient Boosting for span(F): Alg. 1 of Beygelzimer et al. (2015).
+
+    Prediction (lines 6–10): ``y^0 = 0``, ``y^i = Π_B((1 − σ^i η) y^{i−1} + η A_i(x))``,
+    predict ``y^N``. Update (lines 12–15): learner ``i`` receives the linear loss
+    ``(1/L_B) ∇ℓ(y^{i−1}) · y``, and the shrinkage is learned by projected online gradient descent,
+    ``σ^i ← clip_[0,1](σ^i + α_t ∇ℓ(y^{i−1}) · y^{i−1})`` with ``α_t = 1 / (L_B B √t)``.
+    A mini-batch is one round ``t``; its inner products are averaged over the batch.
+
+    Args:
+        step: ``η ∈ [1/N, 1]``; default ``max(ln N / N, 1/N)`` (the paper's suggestion).
+        radius: ``B``; default from the loss constants via :func:`ogb_radius` (those assume labels
+            in ``[−1, 1]``; pass ``radius`` for other label scales).
+        bound, objective, bound_outputs: see :class:`OnlineLinearBooster`.
+    """
+
+    def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
+                 radius: float | None = None, **kwargs: Any) -> None:
+        super().__init__(learners, loss, **kwargs)
+        n = self.n_learners
+        step = max(math.log(n) / n, 1.0 / n) if step is None else float(step)
+        if not 1.0 / n <= step <= 1.0:
+            raise ValueError(f"OGB needs step η in [1/N, 1] = [{1.0 / n:.4g}, 1], got {step}")
+        self.step = step
+        self.radius = ogb_radius(self.loss, step, n, self.bound) if radius is None else radius
+        if not self.radius > 0:
+            raise ValueError(f"radius B must be > 0, got {self.radius}")
+        self.lipschitz_radius = self.loss.lipschitz(self.radius)
+        self.projection = Ball(self.radius)
+        self.register_buffer("sigma", torch.zeros(n))
+
+    @property
+    def linear_scale(self) -> float:
+        return self.lipschitz_radius
+
+    def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
+        """Alg. 1 line 8: ``y^i = Π_B((1 − σ^i η) y^{i−1} + η A_i(x))``."""
+        shrink = 1.0 - self.sigma.to(h.dtype) * self.step
+        sums = [y0]
+        for i in range(h.shape[0]):
+            sums.append(self.projection(shrink[i] * sums[-1] + self.step * h[i]))
+        return torch.stack(sums)
+
+    @torch.no_grad()
+    def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
+        """Alg. 1 line 14: projected OGD on σ with ``α_t = 1/(L_B B √t)``."""
+        previous = partials[:-1]
+        slope = (self.loss.gradient(previous, z) * previous).sum(-1).mean(-1)
+        t = float(self.rounds) + 1.0
+        alpha = 1.0 / (self.lipschitz_radius * self.radius * math.sqrt(t))
+        self.sigma.copy_((self.sigma + alpha * slope.to(self.sigma.dtype)).clamp(0.0, 1.0))
+
+    def diagnostics(self) -> dict[str, Tensor]:
+        return {**super().diagnostics(), "sigma": self.sigma.clone()}

@@ -1,0 +1,116 @@
+"""Classic stagewise (batch) gradient boosting (Friedman 2001) with the same weak learners, the
+baseline of the SGB paper's Sec. 6.2."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from torchboost.boosters.sgb import SGB
+from torchboost.learners import WeakLearners
+
+__all__ = ["StagewiseGB"]
+
+Batches = Iterable[tuple[Tensor, Tensor]] | Callable[[], Iterable[tuple[Tensor, Tensor]]]
+
+
+class StagewiseGB(SGB):
+    """Friedman's gradient boosting, one learner at a time, with shrinkage ``η``.
+
+    Stage ``i`` trains learner ``i`` alone (its own Adam) on the pseudo-residual targets
+    ``∇ℓ(y^{i−1})`` where ``y^{i−1} = y0 − η Σ_{j<i} h_j(x)`` is recomputed for every batch by
+    passing it through the frozen learners ``1..i−1``: a stream cannot be revisited, so earlier
+    predictions are never cached (Hu et al. 2017, Sec. 6.2 and footnote 5). One example in stage
+    ``i`` therefore costs ``(i − 1) + 1 + 2`` units, and GB's total is ``T_B Σ_i i + 2 T_B N``.
+
+    :meth:`learn` trains the current stage on one batch, :meth:`next_stage` freezes it, and
+    :meth:`fit` runs every stage to convergence over a re-iterable set of batches. Learners run in
+    ``mode="loop"`` because each stage steps only its own learner's optimizer.
+    """
+
+    def __init__(self, learners: Any, loss: Any = "squared", **kwargs: Any) -> None:
+        if isinstance(learners, WeakLearners) and learners.mode != "loop":
+            raise ValueError("StagewiseGB steps one learner at a time; build its WeakLearners "
+                             "with mode='loop'")
+        kwargs["mode"] = "loop"
+        super().__init__(learners, loss, **kwargs)
+        self.register_buffer("stage", torch.zeros((), dtype=torch.long))
+
+    def learn(self, x: Tensor, y: Tensor) -> Tensor:
+        """One Adam step of the current stage's learner; returns the prediction before it."""
+        x = self._check_features(x)
+        z = self._check_labels(y, x.shape[0])
+        i = int(self.stage)
+        with torch.no_grad():
+            frozen = self._learner_outputs(x, i)
+        output = self.learners.forward_one(i, x)
+        h = torch.cat([frozen, output.detach().unsqueeze(0)])
+        partials = self.partial_sums(h, self.initial_prediction(x))
+        target = self.loss.gradient(partials[-2], z)
+        self.learners.step((target - output).square().sum(-1).mean(), index=i)
+        self._record_round(x, h[-1:], target.unsqueeze(0), z, first=i)
+        return partials[-1]
+
+    @torch.no_grad()
+    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Prediction with the learners trained so far (stages ``0..stage``) by default."""
+        return super().predict(x, int(self.stage) + 1 if n_learners is None else n_learners)
+
+    def units_per_round_example(self) -> int:
+        return int(self.stage) + 3
+
+    def next_stage(self) -> None:
+        """Freeze the current learner and start training the next one."""
+        if int(self.stage) + 1 >= self.n_learners:
+            raise ValueError(f"all {self.n_learners} stages are already trained")
+        self.stage += 1
+
+    def fit(self, batches: Batches, *, max_epochs: int = 20, patience: int = 2,
+            tol: float = 1e-3, progress: bool = False,
+            on_batch_end: Callable[[StagewiseGB], None] | None = None) -> list[dict[str, float]]:
+        """Train the remaining stages, each until its epoch-mean fit loss stops improving by a
+        relative ``tol`` for ``patience`` epochs (or ``max_epochs``).
+
+        ``batches`` is a re-iterable of ``(x, y)`` (a list, a DataLoader) or a function returning
+        a fresh iterable each epoch. ``on_batch_end(self)`` runs after every batch (for
+        evaluation every K compute units). Returns one summary dict per trained stage.
+        """
+        if max_epochs < 1 or patience < 1:
+            raise ValueError("max_epochs and patience must be >= 1")
+        epochs = batches if callable(batches) else (lambda: batches)
+        history = []
+        stages = range(int(self.stage), self.n_learners)
+        for i in tqdm(stages, desc="stagewise GB", disable=not progress, unit="stage"):
+            if i > int(self.stage):
+                self.next_stage()
+            best, stale, epoch_loss, epochs_run = float("inf"), 0, float("inf"), 0
+            while epochs_run < max_epochs:
+                epoch_loss = self._fit_epoch(epochs(), on_batch_end)
+                epochs_run += 1
+                if epoch_loss < best * (1.0 - tol):
+                    best, stale = epoch_loss, 0
+                else:
+                    stale += 1
+                    if stale >= patience:
+                        break
+            history.append({"stage": i, "epochs": epochs_run, "fit_loss": epoch_loss,
+                            "compute_units": float(self.compute_units)})
+        return history
+
+    def _fit_epoch(self, batches: Iterable[tuple[Tensor, Tensor]],
+                   on_batch_end: Callable[[StagewiseGB], None] | None) -> float:
+        total, count = 0.0, 0
+        for x, y in batches:
+            self.learn(x, y)
+            total += float(self.last_diagnostics["fit_error"][0]) * x.shape[0]
+            count += x.shape[0]
+            if on_batch_end is not None:
+                on_batch_end(self)
+        if count == 0:
+            raise ValueError("no batches to fit on (an exhausted iterator? pass a list, a "
+                             "DataLoader or a function returning a fresh iterable)")
+        return total / count

@@ -1,0 +1,52 @@
+"""Which optimizer each weak learner gets, and whether it can be fused across learners."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["ELEMENTWISE_OPTIMIZERS", "OptimizerSpec"]
+
+#: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
+#: (plus a shared step count). Running one of them over N stacked learners is therefore exactly N
+#: independent copies with the same hyper-parameters.
+ELEMENTWISE_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
+    torch.optim.SGD,
+    torch.optim.Adam,
+    torch.optim.AdamW,
+    torch.optim.Adamax,
+    torch.optim.NAdam,
+    torch.optim.RAdam,
+    torch.optim.RMSprop,
+    torch.optim.Adagrad,
+)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer class and its keyword arguments (Adam with torch's defaults by default)."""
+
+    cls: type[torch.optim.Optimizer] = torch.optim.Adam
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (inspect.isclass(self.cls) and issubclass(self.cls, torch.optim.Optimizer)):
+            raise ValueError(f"optimizer must subclass torch.optim.Optimizer, got {self.cls!r}")
+
+    @property
+    def is_elementwise(self) -> bool:
+        """Whether stacking learners under one instance is identical to one instance per learner."""
+        return self.cls in ELEMENTWISE_OPTIMIZERS
+
+    def build(self, params: Iterable[Tensor], multi_tensor: bool = False) -> torch.optim.Optimizer:
+        """Instantiate over ``params``; ``multi_tensor`` asks for the foreach implementation."""
+        kwargs = dict(self.kwargs)
+        accepts_foreach = "foreach" in inspect.signature(self.cls.__init__).parameters
+        if multi_tensor and accepts_foreach and "fused" not in kwargs:
+            kwargs.setdefault("foreach", True)
+        return self.cls(params, **kwargs)

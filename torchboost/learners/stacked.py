@@ -1,0 +1,137 @@
+"""Stacked execution path: N homogeneous modules as one vmapped computation.
+
+The N modules' parameters are stacked along a new leading dimension
+(:func:`torch.func.stack_module_state`) and evaluated with one
+``vmap(functional_call(template, ...))``. A summed loss gives each learner's gradient in one
+backward, and one multi-tensor optimizer step over the stacked tensors updates every learner.
+For an elementwise optimizer (Adam, SGD, ...; see :data:`ELEMENTWISE_OPTIMIZERS`) this is
+mathematically the same as N separate optimizers with the same hyper-parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from torchboost.learners.optimizers import OptimizerSpec
+
+__all__ = ["StackedEngine", "stacking_problem"]
+
+
+def _signature(module: nn.Module) -> tuple:
+    params = tuple((n, tuple(p.shape), p.dtype) for n, p in module.named_parameters())
+    buffers = tuple((n, tuple(b.shape), b.dtype) for n, b in module.named_buffers())
+    return type(module), repr(module), params, buffers
+
+
+def stacking_problem(modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> str | None:
+    """Why ``modules`` cannot run stacked (``None`` when they can)."""
+    if not optimizer.is_elementwise:
+        return (f"{optimizer.cls.__name__} is not an elementwise optimizer, so one instance over "
+                "stacked learners would couple them")
+    first = _signature(modules[0])
+    for i, module in enumerate(modules[1:], start=1):
+        if _signature(module) != first:
+            return f"learner {i} differs in architecture from learner 0"
+    for name, sub in modules[0].named_modules():
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.track_running_stats:
+            return (f"BatchNorm '{name}' tracks running statistics, which vmap cannot update in "
+                    "place; use mode='loop' or track_running_stats=False")
+    if not any(True for _ in modules[0].parameters()):
+        return "the learners have no parameters"
+    return None
+
+
+def _key(name: str) -> str:
+    return name.replace(".", "__")
+
+
+class StackedEngine(nn.Module):
+    """Holds N homogeneous learners as stacked parameters; same interface as ``LoopEngine``."""
+
+    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> None:
+        super().__init__()
+        problem = stacking_problem(modules, optimizer)
+        if problem is not None:
+            raise ValueError(f"cannot stack these learners: {problem}")
+        self._n = len(modules)
+        params, buffers = stack_module_state(list(modules))
+        self._param_names = list(params)
+        self._buffer_names = list(buffers)
+        self.stacked_params = nn.ParameterDict(
+            {_key(n): nn.Parameter(params[n].detach().clone()) for n in self._param_names}
+        )
+        for n in self._buffer_names:
+            self.register_buffer("buffer__" + _key(n), buffers[n].clone())
+        # The template carries the architecture only; its tensors live on the meta device and
+        # are never used (functional_call substitutes the stacked slices). It is kept out of the
+        # module tree so it appears in neither state_dict nor parameters().
+        self._template = [copy.deepcopy(modules[0]).to("meta")]
+        self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True)]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def train(self, mode: bool = True) -> StackedEngine:
+        super().train(mode)
+        self._template[0].train(mode)
+        return self
+
+    def _call_one(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> Tensor:
+        return functional_call(self._template[0], (params, buffers), (x,))
+
+    def _stacked(self, n_learners: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        params = {n: self.stacked_params[_key(n)][:n_learners] for n in self._param_names}
+        buffers = {n: getattr(self, "buffer__" + _key(n))[:n_learners] for n in self._buffer_names}
+        return params, buffers
+
+    def forward(self, x: Tensor, n_learners: int) -> Tensor:
+        """Outputs of the first ``n_learners`` learners, stacked: ``(n_learners, B, ...)``."""
+        params, buffers = self._stacked(n_learners)
+        batched = vmap(self._call_one, in_dims=(0, 0, None), randomness="different")
+        return batched(params, buffers, x)
+
+    def forward_one(self, index: int, x: Tensor) -> Tensor:
+        params, buffers = self._stacked(self._n)
+        one = {n: t[index] for n, t in params.items()}, {n: t[index] for n, t in buffers.items()}
+        return self._call_one(*one, x)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizers[0].zero_grad(set_to_none=set_to_none)
+
+    def optimizer_step(self, index: int | None = None) -> None:
+        if index is not None:
+            raise ValueError("stacked learners share one fused optimizer step; stepping a single "
+                             "learner needs mode='loop'")
+        self.optimizers[0].step()
+
+    def learner_state(self, index: int) -> dict[str, Tensor]:
+        """Learner ``index``'s parameters and buffers, named as in the original module."""
+        params, buffers = self._stacked(self._n)
+        return {n: t[index].detach() for n, t in (params | buffers).items()}
+
+    def learner(self, index: int) -> nn.Module:
+        """A standalone copy of learner ``index`` (not linked to the stacked parameters)."""
+        device = next(iter(self.stacked_params.values())).device
+        module = copy.deepcopy(self._template[0]).to_empty(device=device)
+        module.load_state_dict(self.learner_state(index))
+        return module
+
+    @torch.no_grad()
+    def set_learner_state(self, index: int, state: dict[str, Tensor]) -> None:
+        for n in self._param_names:
+            self.stacked_params[_key(n)][index].copy_(state[n])
+        for n in self._buffer_names:
+            getattr(self, "buffer__" + _key(n))[index].copy_(state[n])
+
+    def optimizer_states(self) -> list[dict]:
+        return [self.optimizers[0].state_dict()]
+
+    def load_optimizer_states(self, states: list[dict]) -> None:
+        if len(states) != 1:
+            raise ValueError(f"stacked learners keep 1 optimizer state, got {len(states)}")
+        self.optimizers[0].load_state_dict(states[0])

@@ -1,0 +1,155 @@
+"""The container of N weak learners, each an ``nn.Module`` with its own optimizer state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from torchboost.learners.loop import LoopEngine
+from torchboost.learners.optimizers import OptimizerSpec
+from torchboost.learners.stacked import StackedEngine, stacking_problem
+
+__all__ = ["LearnerSource", "WeakLearners"]
+
+Mode = Literal["auto", "stacked", "loop"]
+LearnerSource = Callable[[], nn.Module] | Sequence[nn.Module]
+
+
+class WeakLearners(nn.Module):
+    """N weak learners ``h_1..h_N``, each trained by its own optimizer (Adam by default).
+
+    Args:
+        learners: a factory ``lambda: nn.Module`` (called ``n_learners`` times, in order, so the
+            global RNG seed fixes every initialisation) or a sequence of modules.
+        n_learners: how many learners to build from a factory (must match a sequence's length).
+        optimizer: any ``torch.optim.Optimizer`` class; ``optimizer_kwargs`` are passed to it.
+        mode: ``"stacked"`` runs homogeneous learners as one vmapped computation with one
+            multi-tensor optimizer step; ``"loop"`` runs them one by one (any modules, BatchNorm
+            included); ``"auto"`` stacks when it can.
+
+    Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
+    booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
+    ``state_dict()`` (as extra state) and follows ``.to(device)``.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> learners = WeakLearners(lambda: nn.Linear(3, 1), n_learners=4)
+        >>> learners.mode, tuple(learners(torch.randn(5, 3)).shape)
+        ('stacked', (4, 5, 1))
+    """
+
+    def __init__(
+        self,
+        learners: LearnerSource,
+        n_learners: int | None = None,
+        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        mode: Mode = "auto",
+    ) -> None:
+        super().__init__()
+        modules = _build_modules(learners, n_learners)
+        spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}))
+        if mode not in ("auto", "stacked", "loop"):
+            raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
+        if mode == "auto":
+            mode = "stacked" if stacking_problem(modules, spec) is None else "loop"
+        self.mode: str = mode
+        self.engine: StackedEngine | LoopEngine = (
+            StackedEngine(modules, spec) if mode == "stacked" else LoopEngine(modules, spec)
+        )
+
+    def __len__(self) -> int:
+        return len(self.engine)
+
+    @property
+    def n_learners(self) -> int:
+        return len(self.engine)
+
+    def forward(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Outputs of the first ``n_learners`` (default all) learners on ``x``: ``(k, B, m)``.
+
+        Learners that return ``(B,)`` are read as one output. Autograd follows the caller's grad
+        mode, so :meth:`step` can back-propagate a loss built from this output.
+        """
+        k = self.n_learners if n_learners is None else n_learners
+        if not 1 <= k <= self.n_learners:
+            raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
+        out = self.engine(x, k)
+        out = torch.stack(out) if isinstance(out, list) else out
+        if out.ndim == 2:
+            out = out.unsqueeze(-1)
+        if out.ndim != 3:
+            raise ValueError(f"weak learners must return (B, m) or (B,) outputs, got "
+                             f"{tuple(out.shape[1:])} per learner")
+        return out
+
+    def forward_one(self, index: int, x: Tensor) -> Tensor:
+        """Output of learner ``index`` alone, ``(B, m)``."""
+        out = self.engine.forward_one(index, x)
+        return out.unsqueeze(-1) if out.ndim == 1 else out
+
+    def step(self, loss: Tensor, index: int | None = None) -> None:
+        """Back-propagate ``loss`` (a scalar summing the learners' own losses) and step the
+        optimizers: every learner's, or only learner ``index``'s (``mode='loop'`` only)."""
+        self.engine.zero_grad()
+        loss.backward()
+        self.engine.optimizer_step(index)
+
+    def learner(self, index: int) -> nn.Module:
+        """Learner ``index`` as an ``nn.Module`` (a copy in stacked mode)."""
+        return self.engine.learner(index)
+
+    def learner_state(self, index: int) -> dict[str, Tensor]:
+        """Learner ``index``'s parameters and buffers under its own module's names."""
+        return self.engine.learner_state(index)
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizer instances (one per learner in loop mode, one fused in stacked mode)."""
+        return self.engine.optimizers
+
+    # --- optimizer state travels with the module ---------------------------------------------
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"mode": self.mode, "optimizers": self.engine.optimizer_states()}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        if state["mode"] != self.mode:
+            raise ValueError(f"checkpoint was saved in {state['mode']!r} mode, this container "
+                             f"runs in {self.mode!r} mode")
+        self.engine.load_optimizer_states(state["optimizers"])
+
+    def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
+        super()._apply(fn, recurse)
+        # Re-loading an optimizer's own state casts it to its parameters' device and dtype.
+        for opt in self.engine.optimizers:
+            opt.load_state_dict(opt.state_dict())
+        return self
+
+
+def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:
+    if isinstance(learners, nn.Module):
+        raise ValueError("pass a factory (lambda: nn.Module) or a list of modules, not one module")
+    if callable(learners):
+        if n_learners is None or n_learners < 1:
+            raise ValueError(f"a learner factory needs n_learners >= 1, got {n_learners}")
+        modules = [learners() for _ in range(n_learners)]
+    else:
+        modules = list(learners)
+        if not modules:
+            raise ValueError("the list of weak learners is empty")
+        if n_learners is not None and n_learners != len(modules):
+            raise ValueError(f"n_learners={n_learners} but {len(modules)} modules were given")
+    for i, module in enumerate(modules):
+        if not isinstance(module, nn.Module):
+            raise ValueError(f"learner {i} is a {type(module).__name__}, not an nn.Module")
+    if len({id(p) for m in modules for p in m.parameters()}) != sum(
+        1 for m in modules for _ in m.parameters()
+    ):
+        raise ValueError("weak learners share parameters; each learner needs its own module")
+    return modules

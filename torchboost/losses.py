@@ -1,0 +1,367 @@
+"""Losses on the booster's prediction, in closed form, batched and autograd-free.
+
+Every loss acts on predictions ``y`` of shape ``(..., B, m)`` (any leading dimensions, e.g. the
+``N`` partial sums of a booster) against encoded targets of shape ``(B, m)`` (regression and
+binary) or ``(B,)`` (class indices for :class:`SoftmaxCrossEntropy`). It gives
+
+* :meth:`Loss.value` — per-example loss, shape ``(..., B)``;
+* :meth:`Loss.gradient` — the (sub)gradient with respect to ``y``, same shape as ``y``;
+* the constants the algorithms need: strong convexity ``λ`` and smoothness ``β`` (SGB, Hu et al.
+  2017, Thm. 5.1/5.2) and, on the ball of radius ``b``, OGB's ``L_b``, ``β_b`` and ``ε_b``
+  (Beygelzimer et al. 2015, Sec. 3.1; the table in ``NOTES.md``). The OGB constants assume labels
+  and base predictions in ``[−1, 1]`` as in that table.
+
+Squared loss is ``½‖y − z‖²`` (gradient ``y − z``), so its OGB constants are half of the table's
+``p = 2`` row: ``L_b = b + 1``, ``β_b = 1``, ``ε_b = max(1 − b, 0)``.
+
+Example:
+    >>> import torch
+    >>> from torchboost.losses import get_loss
+    >>> loss = get_loss("squared")
+    >>> z = loss.encode_target(torch.tensor([1.0, 2.0]), n_outputs=1)
+    >>> loss.gradient(torch.zeros(2, 1), z).flatten().tolist()
+    [-1.0, -2.0]
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "AbsoluteLoss",
+    "HingeLoss",
+    "HuberLoss",
+    "LogisticLoss",
+    "Loss",
+    "SoftmaxCrossEntropy",
+    "SquaredLoss",
+    "get_loss",
+]
+
+_PROBABILITY_FLOOR = 1e-6
+
+
+class Loss(ABC):
+    """A convex loss ``ℓ(y; z)`` of the prediction ``y ∈ R^m`` given the label ``z``.
+
+    Subclasses define :meth:`value`, :meth:`gradient` and the constants. ``encode_target`` checks a
+    raw label batch and returns the encoded targets every other method expects.
+    """
+
+    name: str = ""
+    #: ``True`` for classification losses (labels are classes, error rate is meaningful).
+    is_classifier: bool = False
+    #: strong-convexity modulus ``λ`` in ``y`` (0 when not strongly convex).
+    strong_convexity: float = 0.0
+    #: smoothness ``β`` in ``y`` (``inf`` when the gradient is not Lipschitz).
+    smoothness: float = math.inf
+
+    def output_dim(self, n_outputs: int) -> int:
+        """Dimension ``m`` of the prediction for a problem with ``n_outputs`` outputs/classes."""
+        return n_outputs
+
+    @abstractmethod
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        """Per-example loss, shape ``y.shape[:-1]``."""
+
+    @abstractmethod
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        """(Sub)gradient ``∇_y ℓ(y; z)``, same shape as ``y``."""
+
+    @abstractmethod
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        """Validate a raw label batch and return the encoded targets; raises ``ValueError``."""
+
+    # --- OGB constants on the ball of radius b (labels in [-1, 1]) --------------------------
+    def lipschitz(self, b: float) -> float:
+        """``L_b``: Lipschitz constant of ``ℓ`` on the ball of radius ``b``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define L_b")
+
+    def smoothness_on_ball(self, b: float) -> float:
+        """``β_b``: smoothness of ``ℓ`` on the ball of radius ``b``."""
+        return self.smoothness
+
+    def projection_gap(self, b: float) -> float:
+        """``ε_b = sup_y (ℓ(Π_b y) − ℓ(y)) / ‖Π_b y − y‖`` (OGB, Sec. 3)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define ε_b")
+
+    # --- initial prediction y0 --------------------------------------------------------------
+    def target_statistic(self, z: Tensor, m: int) -> Tensor:
+        """Per-example statistic whose mean determines the best constant prediction, ``(B, m)``."""
+        return z
+
+    def best_constant(self, mean_statistic: Tensor) -> Tensor:
+        """Best constant prediction given the running mean of :meth:`target_statistic`."""
+        return mean_statistic
+
+    def predict_label(self, y: Tensor) -> Tensor:
+        """Class decision for classification losses (``(B,)`` int64)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a classification loss")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _check_finite(target: Tensor) -> None:
+    if not torch.is_tensor(target):
+        raise ValueError(f"labels must be a torch.Tensor, got {type(target).__name__}")
+    if target.numel() == 0:
+        raise ValueError("empty label batch")
+    if target.is_complex() or target.dtype == torch.bool:
+        raise ValueError(f"labels must be real numbers, got dtype {target.dtype}")
+    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+        raise ValueError("labels contain NaN or inf")
+
+
+def _regression_target(target: Tensor, n_outputs: int) -> Tensor:
+    """Real-valued labels of shape ``(B,)`` (m=1) or ``(B, m)`` → float ``(B, m)``."""
+    _check_finite(target)
+    if target.ndim == 1 and n_outputs == 1:
+        target = target.unsqueeze(-1)
+    if target.ndim != 2 or target.shape[1] != n_outputs:
+        expected = "(B,) or (B, 1)" if n_outputs == 1 else f"(B, {n_outputs})"
+        raise ValueError(f"labels must have shape {expected}, got {tuple(target.shape)}")
+    return target.to(torch.get_default_dtype()) if not target.is_floating_point() else target
+
+
+def _signed_binary_target(target: Tensor, n_outputs: int) -> Tensor:
+    """Binary labels in {0, 1} or {−1, +1}, shape ``(B,)`` or ``(B, 1)`` → float ±1 ``(B, 1)``."""
+    if n_outputs != 1:
+        raise ValueError(f"binary losses have one output, got n_outputs={n_outputs}")
+    _check_finite(target)
+    if target.ndim == 2 and target.shape[1] == 1:
+        target = target.squeeze(1)
+    if target.ndim != 1:
+        raise ValueError(f"binary labels must have shape (B,) or (B, 1), got {tuple(target.shape)}")
+    values = set(torch.unique(target).tolist())
+    if not values <= {-1.0, 0.0, 1.0}:
+        bad = sorted(values - {-1.0, 0.0, 1.0})[:5]
+        raise ValueError(f"binary labels must be in {{0, 1}} or {{-1, +1}}, found {bad}")
+    if {-1.0, 0.0} <= values:
+        raise ValueError("binary labels mix the {0, 1} and {-1, +1} encodings (found 0 and -1)")
+    signed = torch.where(target > 0, 1.0, -1.0).to(torch.get_default_dtype())
+    return signed.unsqueeze(-1)
+
+
+class SquaredLoss(Loss):
+    """``ℓ(y; z) = ½‖y − z‖²``: ``λ = β = 1``."""
+
+    name = "squared"
+    strong_convexity = 1.0
+    smoothness = 1.0
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        return 0.5 * (y - z).square().sum(-1)
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return y - z
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        return _regression_target(target, n_outputs)
+
+    def lipschitz(self, b: float) -> float:
+        return b + 1.0
+
+    def smoothness_on_ball(self, b: float) -> float:
+        return 1.0
+
+    def projection_gap(self, b: float) -> float:
+        return max(1.0 - b, 0.0)
+
+
+class AbsoluteLoss(Loss):
+    """``ℓ(y; z) = ‖y − z‖₁`` (L1, least absolute deviation); subgradient ``sign(y − z)``."""
+
+    name = "absolute"
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        return (y - z).abs().sum(-1)
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return torch.sign(y - z)
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        return _regression_target(target, n_outputs)
+
+    def lipschitz(self, b: float) -> float:
+        return 1.0
+
+    def projection_gap(self, b: float) -> float:
+        return 1.0 if b < 1.0 else 0.0
+
+    def best_constant(self, mean_statistic: Tensor) -> Tensor:
+        # The median is the exact minimiser; the running mean is the streaming stand-in.
+        return mean_statistic
+
+
+class HuberLoss(Loss):
+    """Huber loss with threshold ``δ``: ``½r²`` for ``|r| ≤ δ``, else ``δ(|r| − ½δ)``; β = 1."""
+
+    name = "huber"
+    smoothness = 1.0
+
+    def __init__(self, delta: float = 1.0) -> None:
+        if not delta > 0:
+            raise ValueError(f"Huber delta must be > 0, got {delta}")
+        self.delta = float(delta)
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        return F.huber_loss(y, z.expand_as(y), reduction="none", delta=self.delta).sum(-1)
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return (y - z).clamp(-self.delta, self.delta)
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        return _regression_target(target, n_outputs)
+
+    def lipschitz(self, b: float) -> float:
+        return min(b + 1.0, self.delta)
+
+    def smoothness_on_ball(self, b: float) -> float:
+        return 1.0
+
+    def projection_gap(self, b: float) -> float:
+        return max(min(1.0 - b, self.delta), 0.0)
+
+    def __repr__(self) -> str:
+        return f"HuberLoss(delta={self.delta})"
+
+
+class LogisticLoss(Loss):
+    """Binary logistic loss ``ln(1 + exp(−z·y))``, ``z ∈ {−1, +1}`` ({0, 1} accepted); β = ¼."""
+
+    name = "logistic"
+    is_classifier = True
+    smoothness = 0.25
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        return F.softplus(-z * y).sum(-1)
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return -z * torch.sigmoid(-z * y)
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        return _signed_binary_target(target, n_outputs)
+
+    def lipschitz(self, b: float) -> float:
+        return 1.0 / (1.0 + math.exp(-b))
+
+    def smoothness_on_ball(self, b: float) -> float:
+        return 0.25
+
+    def projection_gap(self, b: float) -> float:
+        return 1.0 / (1.0 + math.exp(-b))
+
+    def target_statistic(self, z: Tensor, m: int) -> Tensor:
+        return (z + 1.0) / 2.0
+
+    def best_constant(self, mean_statistic: Tensor) -> Tensor:
+        p = mean_statistic.clamp(_PROBABILITY_FLOOR, 1.0 - _PROBABILITY_FLOOR)
+        return torch.log(p) - torch.log1p(-p)
+
+    def predict_label(self, y: Tensor) -> Tensor:
+        return (y[..., 0] > 0).long()
+
+
+class HingeLoss(Loss):
+    """Binary hinge loss ``max(0, 1 − z·y)``; subgradient ``−z·1[z·y < 1]``."""
+
+    name = "hinge"
+    is_classifier = True
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        return (1.0 - z * y).clamp_min(0.0).sum(-1)
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return torch.where(z * y < 1.0, -z, torch.zeros_like(y))
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        return _signed_binary_target(target, n_outputs)
+
+    def lipschitz(self, b: float) -> float:
+        return 1.0
+
+    def projection_gap(self, b: float) -> float:
+        return 1.0 if b < 1.0 else 0.0
+
+    def target_statistic(self, z: Tensor, m: int) -> Tensor:
+        return z
+
+    def predict_label(self, y: Tensor) -> Tensor:
+        return (y[..., 0] > 0).long()
+
+
+class SoftmaxCrossEntropy(Loss):
+    """k-class softmax cross-entropy ``logsumexp(y) − y_z`` on ``m = k`` scores; β = ½.
+
+    Targets are class indices in ``[0, k)``. The gradient ``softmax(y) − e_z`` has norm ≤ √2, so
+    ``L_b = ε_b = √2`` for every ``b``.
+    """
+
+    name = "softmax"
+    is_classifier = True
+    smoothness = 0.5
+
+    def value(self, y: Tensor, z: Tensor) -> Tensor:
+        picked = torch.gather(y, -1, z.expand(*y.shape[:-1]).unsqueeze(-1)).squeeze(-1)
+        return torch.logsumexp(y, dim=-1) - picked
+
+    def gradient(self, y: Tensor, z: Tensor) -> Tensor:
+        return torch.softmax(y, dim=-1) - F.one_hot(z, y.shape[-1]).to(y.dtype)
+
+    def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
+        _check_finite(target)
+        if target.is_floating_point():
+            raise ValueError(f"class labels must have an integer dtype, got {target.dtype}")
+        if target.ndim == 2 and target.shape[1] == 1:
+            target = target.squeeze(1)
+        if target.ndim != 1:
+            raise ValueError(f"class labels must have shape (B,), got {tuple(target.shape)}")
+        low, high = int(target.min()), int(target.max())
+        if low < 0 or high >= n_outputs:
+            raise ValueError(f"class labels must lie in [0, {n_outputs}), found {low}..{high}")
+        return target.long()
+
+    def lipschitz(self, b: float) -> float:
+        return math.sqrt(2.0)
+
+    def smoothness_on_ball(self, b: float) -> float:
+        return 0.5
+
+    def projection_gap(self, b: float) -> float:
+        return math.sqrt(2.0)
+
+    def target_statistic(self, z: Tensor, m: int) -> Tensor:
+        return F.one_hot(z, m).to(torch.get_default_dtype())
+
+    def best_constant(self, mean_statistic: Tensor) -> Tensor:
+        return torch.log(mean_statistic.clamp_min(_PROBABILITY_FLOOR))
+
+    def predict_label(self, y: Tensor) -> Tensor:
+        return y.argmax(-1)
+
+    def output_dim(self, n_outputs: int) -> int:
+        if n_outputs < 2:
+            raise ValueError(f"softmax cross-entropy needs n_outputs = k >= 2, got {n_outputs}")
+        return n_outputs
+
+
+_LOSSES: dict[str, type[Loss]] = {
+    cls.name: cls
+    for cls in (SquaredLoss, AbsoluteLoss, HuberLoss, LogisticLoss, HingeLoss, SoftmaxCrossEntropy)
+}
+
+
+def get_loss(loss: str | Loss) -> Loss:
+    """Return a :class:`Loss` from an instance or one of the names ``"squared"``, ``"absolute"``,
+    ``"huber"``, ``"logistic"``, ``"softmax"``, ``"hinge"``."""
+    if isinstance(loss, Loss):
+        return loss
+    if isinstance(loss, str) and loss in _LOSSES:
+        return _LOSSES[loss]()
+    raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(_LOSSES)} or pass a Loss")
