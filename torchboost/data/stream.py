@@ -1,0 +1,279 @@
+"""One deterministic pass of mini-batches over a training set, with streaming standardisation.
+
+Online boosting (Hu et al. 2017, Sec. 6) sees each training example once, in a random order.
+:class:`DataStream` fixes that order with a seeded ``torch.Generator`` and standardises features
+using only what the stream has shown so far, so held-out data are never used for fitting.
+
+Example:
+    >>> import torch
+    >>> x = torch.tensor([[1.0, 0.0], [3.0, 4.0], [1.0, 0.0], [3.0, 4.0], [9.0, 9.0], [9.0, 9.0]])
+    >>> stream = DataStream(x, torch.zeros(6), batch_size=4, shuffle=False, warmup=4)
+    >>> len(stream), stream.mean.tolist(), stream.std.tolist()  # from the first 4 rows only
+    (2, [2.0, 2.0], [1.0, 2.0])
+    >>> [xb.tolist() for xb, _ in stream][1]  # the last batch: rows 4 and 5, standardised
+    [[7.0, 3.5], [7.0, 3.5]]
+    >>> stream.batches_consumed, stream.batches_remaining
+    (2, 0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from torchboost.data.dataset import Dataset
+
+__all__ = ["STD_FLOOR", "DataStream", "Standardize", "make_test_tensors"]
+
+Standardize = Literal["auto", "warmup", "running"] | None
+"""Feature standardisation mode of a :class:`DataStream` (see its docstring)."""
+
+STD_FLOOR = 1e-8
+"""Standard deviations at or below this are treated as 0: such features are only centred."""
+
+
+class DataStream:
+    """An iterable over one pass of ``(x_batch, y_batch)`` mini-batches in a seeded order.
+
+    Order: with ``shuffle=True`` the rows are permuted once by
+    ``torch.randperm(n, generator=torch.Generator().manual_seed(seed))``; batch ``k`` holds rows
+    ``order[k * batch_size : (k + 1) * batch_size]``. The same inputs and ``seed`` always give the
+    same batches. The last batch may be smaller unless ``drop_last=True``.
+
+    Standardisation (``x`` is returned as ``(x - mean) / std`` per feature; a feature whose
+    std is at most :data:`STD_FLOOR` is only centred; statistics are float64, population
+    variance, and computed per pixel for images):
+
+    * ``"warmup"``: mean/std of the first ``warmup`` rows of the shuffled stream (all rows if
+      fewer), computed once on construction and applied to every batch;
+    * ``"running"``: Welford/Chan running mean/variance over the batches handed out so far;
+      each batch first updates the statistics, then is normalised with them;
+    * ``None``: batches are passed through unchanged;
+    * ``"auto"`` (default): ``"warmup"`` for tabular ``x`` of shape ``(n, d)``, ``None`` for
+      images (``x.ndim > 2``, e.g. MNIST's ``(n, 1, 28, 28)`` already scaled to ``[0, 1]``).
+
+    :meth:`transform` applies the current statistics to held-out data. NaNs are passed through,
+    never dropped (a NaN among the rows the statistics are computed from makes that feature's
+    statistics NaN); validating inputs is the learner's job.
+
+    Iterating continues from where the stream stands: ``start_batch=k`` (or
+    :meth:`load_state_dict`) resumes at batch ``k`` with exactly the batches and statistics an
+    uninterrupted pass would give there (running statistics are fast-forwarded over the skipped
+    batches). An exhausted stream yields nothing more until :meth:`reset`. A batch counts as
+    consumed once it has been yielded. Batches live on ``x``'s device.
+    """
+
+    def __init__(
+        self,
+        x: Tensor,
+        y: Tensor,
+        batch_size: int = 32,
+        seed: int = 0,
+        shuffle: bool = True,
+        standardize: Standardize = "auto",
+        warmup: int = 1024,
+        start_batch: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if x.ndim < 2:
+            raise ValueError(f"x must have shape (n, d) or (n, ...), got {tuple(x.shape)}")
+        n = x.shape[0]
+        if n == 0:
+            raise ValueError("empty stream: x has no rows")
+        if y.shape[0] != n:
+            raise ValueError(f"x has {n} rows but y has {y.shape[0]}")
+        if x.device != y.device:
+            raise ValueError(f"x and y must be on one device, got {x.device} and {y.device}")
+        if batch_size < 1 or warmup < 1:
+            raise ValueError(f"batch_size and warmup must be positive, got {batch_size}, {warmup}")
+        if standardize not in ("auto", "warmup", "running", None):
+            raise ValueError(
+                f"standardize must be 'auto', 'warmup', 'running' or None, got {standardize!r}"
+            )
+        if standardize == "auto":
+            standardize = "warmup" if x.ndim == 2 else None
+        if standardize is not None and not x.is_floating_point():
+            raise TypeError(f"standardize={standardize!r} needs floating-point x, got {x.dtype}")
+        n_batches = n // batch_size if drop_last else math.ceil(n / batch_size)
+        if n_batches == 0:
+            raise ValueError(
+                f"empty stream: drop_last=True with {n} rows < batch_size={batch_size}"
+            )
+        if not 0 <= start_batch <= n_batches:
+            raise ValueError(f"start_batch must lie in [0, {n_batches}], got {start_batch}")
+
+        self.x, self.y = x, y
+        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+        self.standardize: Literal["warmup", "running"] | None = standardize
+        self.warmup, self.drop_last = warmup, drop_last
+        self._n_batches = n_batches
+        if shuffle:
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        else:
+            order = torch.arange(n)
+        self._order = order.to(x.device)
+        self._consumed = 0
+        self._reset_statistics()
+        self._fast_forward(start_batch)
+
+    @classmethod
+    def from_dataset(cls, dataset: Dataset, **kwargs: Any) -> DataStream:
+        """A stream over ``dataset``'s training split; ``kwargs`` go to the constructor."""
+        return cls(dataset.x_train, dataset.y_train, **kwargs)
+
+    # ----------------------------------------------------------------- iteration
+    def __len__(self) -> int:
+        """Number of batches in a full pass (independent of how many were consumed)."""
+        return self._n_batches
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        while self._consumed < self._n_batches:
+            x_batch, y_batch = self._raw_batch(self._consumed)
+            if self.standardize == "running":
+                self._update(x_batch)
+            self._consumed += 1
+            yield self.transform(x_batch), y_batch
+
+    @property
+    def n_samples(self) -> int:
+        """Number of rows in the stream."""
+        return self.x.shape[0]
+
+    @property
+    def batches_consumed(self) -> int:
+        """Batches handed out so far in this pass (the index of the next batch)."""
+        return self._consumed
+
+    @property
+    def batches_remaining(self) -> int:
+        """Batches left in this pass."""
+        return self._n_batches - self._consumed
+
+    def reset(self) -> None:
+        """Rewind to batch 0 for another pass in the same order (running statistics restart)."""
+        self._consumed = 0
+        self._reset_statistics()
+
+    def _raw_batch(self, k: int) -> tuple[Tensor, Tensor]:
+        rows = self._order[k * self.batch_size : (k + 1) * self.batch_size]
+        return self.x[rows], self.y[rows]
+
+    def _fast_forward(self, k: int) -> None:
+        """Skip to batch ``k``, folding the skipped batches into running statistics."""
+        for skipped in range(self._consumed, k):
+            if self.standardize == "running":
+                self._update(self._raw_batch(skipped)[0])
+        self._consumed = k
+
+    # ----------------------------------------------------------------- statistics
+    def _reset_statistics(self) -> None:
+        shape, device = self.x.shape[1:], self.x.device
+        self._count = 0
+        self._mean = torch.zeros(shape, dtype=torch.float64, device=device)
+        self._m2 = torch.zeros(shape, dtype=torch.float64, device=device)
+        if self.standardize == "warmup":
+            self._update(self.x[self._order[: self.warmup]])
+
+    def _update(self, x_batch: Tensor) -> None:
+        """Merge a batch into the running count/mean/M2 (Chan et al.'s parallel Welford)."""
+        batch = x_batch.to(torch.float64)
+        n_batch = batch.shape[0]
+        batch_mean = batch.mean(dim=0)
+        batch_m2 = ((batch - batch_mean) ** 2).sum(dim=0)
+        total = self._count + n_batch
+        delta = batch_mean - self._mean
+        self._mean = self._mean + delta * (n_batch / total)
+        self._m2 = self._m2 + batch_m2 + delta**2 * (self._count * n_batch / total)
+        self._count = total
+
+    @property
+    def mean(self) -> Tensor | None:
+        """Current per-feature mean (float64), or ``None`` without standardisation."""
+        return None if self.standardize is None else self._mean.clone()
+
+    @property
+    def std(self) -> Tensor | None:
+        """Current per-feature population std (float64), or ``None`` without standardisation."""
+        if self.standardize is None:
+            return None
+        return (self._m2 / max(self._count, 1)).sqrt()
+
+    @property
+    def n_seen(self) -> int:
+        """Rows the current statistics were computed from (0 without standardisation)."""
+        return self._count
+
+    def transform(self, x: Tensor) -> Tensor:
+        """Standardise ``x`` (e.g. the test set) with the stream's CURRENT statistics.
+
+        With ``"running"`` this means the batches consumed so far (identity before the first
+        one); call it after the pass for full-training-stream statistics. The result keeps
+        ``x``'s dtype. Without standardisation ``x`` is returned unchanged.
+        """
+        if self.standardize is None:
+            return x
+        if x.shape[1:] != self.x.shape[1:]:
+            raise ValueError(
+                f"expected rows of shape {tuple(self.x.shape[1:])}, got {tuple(x.shape[1:])}"
+            )
+        std = (self._m2 / max(self._count, 1)).sqrt()
+        scale = torch.where(std > STD_FLOOR, std, torch.ones_like(std))
+        mean, scale = self._mean.to(x.device), scale.to(x.device)
+        return ((x.to(torch.float64) - mean) / scale).to(x.dtype)
+
+    # ----------------------------------------------------------------- checkpointing
+    def _config(self) -> dict[str, Any]:
+        return {
+            "n_samples": self.n_samples,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "standardize": self.standardize,
+            "warmup": self.warmup,
+            "drop_last": self.drop_last,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position and statistics, for :meth:`load_state_dict` on an identically built stream."""
+        return {
+            "config": self._config(),
+            "batches_consumed": self._consumed,
+            "count": self._count,
+            "mean": self._mean.cpu().clone(),
+            "m2": self._m2.cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the stream that produced ``state`` stood.
+
+        Raises ``ValueError`` if this stream was built with a different size, batch size, seed,
+        shuffling, standardisation or warm-up (its batches would not be the same).
+        """
+        config = self._config()
+        if state["config"] != config:
+            differing = sorted(k for k in config if state["config"].get(k) != config[k])
+            raise ValueError(f"stream state does not match this stream: {differing} differ")
+        self._consumed = int(state["batches_consumed"])
+        self._count = int(state["count"])
+        self._mean = state["mean"].to(device=self.x.device, dtype=torch.float64)
+        self._m2 = state["m2"].to(device=self.x.device, dtype=torch.float64)
+
+    def __repr__(self) -> str:
+        return (
+            f"DataStream(n_samples={self.n_samples}, batch_size={self.batch_size}, "
+            f"batches={self._consumed}/{self._n_batches}, seed={self.seed}, "
+            f"shuffle={self.shuffle}, standardize={self.standardize!r})"
+        )
+
+
+def make_test_tensors(stream: DataStream, dataset: Dataset) -> tuple[Tensor, Tensor]:
+    """``dataset``'s test split with ``stream``'s current standardisation applied to ``x``.
+
+    The statistics come only from ``stream``'s training rows; for ``"running"`` streams call this
+    after the pass (or wherever the evaluation happens) to use the statistics seen so far.
+    """
+    return stream.transform(dataset.x_test), dataset.y_test
