@@ -82,4 +82,4 @@ def test_stagewise_gb_converges_and_anytime_loss_falls():
     epochs = [h["epochs"] for h in history]
     per_epoch = sum(len(xb) for xb, _ in batches)
     expected = sum(e * per_epoch * (i + 3) for i, e in enumerate(epochs))
-    assert booster.compute_units.item() == expected
+    assert booster.compute_units == expected

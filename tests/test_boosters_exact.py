@@ -47,7 +47,7 @@ def test_sgb_alg1_partial_sums_targets_and_updates(mode):
     assert d["target_norm"].tolist() == pytest.approx([2.8, 3.3])
     assert d["fit_error"].tolist() == pytest.approx([3.8**2, 2.3**2])
     assert d["edge"].tolist() == pytest.approx([1 - 3.8**2 / 2.8**2, 1 - 2.3**2 / 3.3**2])
-    assert booster.compute_units.item() == 3 * 2 * 1
+    assert booster.compute_units == 3 * 2 * 1
 
 
 def test_sgb_running_mean_y0():
@@ -161,12 +161,12 @@ def test_stagewise_gb_trains_one_stage_at_a_time_without_caching():
     x, z = torch.tensor([[1.0]]), torch.tensor([1.0])
     assert booster.learn(x, z).item() == pytest.approx(-0.2)  # y1 = 0 - .5*.4
     assert scalar_weights(booster) == pytest.approx([0.4 + 0.2 * (-1.0 - 0.4), 2.0])
-    assert booster.compute_units.item() == 3  # 1 predict + 2 update
+    assert booster.compute_units == 3  # 1 predict + 2 update
     booster.next_stage()
     # frozen h1 = .12 -> y1 = -.06; h2 = 2 -> y2 = -1.06; target y1 - z = -1.06
     assert booster.learn(x, z).item() == pytest.approx(-1.06)
     assert scalar_weights(booster) == pytest.approx([0.12, 2.0 + 0.2 * (-1.06 - 2.0)])
-    assert booster.compute_units.item() == 3 + 4  # + 1 frozen prediction
+    assert booster.compute_units == 3 + 4  # + 1 frozen prediction
     with pytest.raises(ValueError, match="already trained"):
         booster.next_stage()
 

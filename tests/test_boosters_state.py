@@ -40,6 +40,8 @@ def assert_same_state(a, b):
     for key in sa:
         if torch.is_tensor(sa[key]):
             assert torch.equal(sa[key], sb[key]), key
+        else:  # extra state: counters, input shape, optimizer states
+            assert repr(sa[key]) == repr(sb[key]), key
     assert repr(oa) == repr(ob)
 
 

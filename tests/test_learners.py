@@ -175,3 +175,33 @@ def test_cuda_learners_match_cpu(mode):
         cpu.step((cpu(x) - t).square().sum())
         gpu.step((gpu(xc) - tc).square().sum())
     assert torch.allclose(cpu(x), gpu(xc).cpu(), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: TwoLayerNet(6, 5),
+        lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 4, bias=False), nn.Tanh(),
+                              nn.Sequential(nn.Linear(4, 3), nn.GELU()), nn.Linear(3, 2)),
+    ],
+    ids=["two_layer", "deep_nested"],
+)
+def test_sequential_fast_path_equals_vmap(factory):
+    learners = WeakLearners(factory, 4, mode="stacked")
+    engine = learners.engine
+    assert engine._plan is not None
+    x = torch.randn(9, 6)
+    fast, reference = engine(x, 4), engine(x, 4, fast=False)
+    assert torch.allclose(fast, reference, atol=1e-6)
+    grads = [torch.autograd.grad(out.square().sum(), list(engine.stacked_params.values()))
+             for out in (fast, reference)]
+    for g_fast, g_ref in zip(*grads, strict=True):
+        assert torch.allclose(g_fast, g_ref, atol=1e-5)
+    assert torch.allclose(engine(x, 2), reference[:2], atol=1e-6)  # anytime slices
+
+
+def test_fast_path_not_used_when_randomness_would_be_shared():
+    from torchboost.learners.stacked_sequential import sequential_plan
+    assert sequential_plan(nn.Sequential(nn.Dropout(0.1), nn.Linear(3, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Linear(3, 1), nn.Dropout(0.1))) is not None
+    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 1, 1))) is None

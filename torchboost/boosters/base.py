@@ -9,8 +9,8 @@ A booster owns N weak learners (:class:`~torchboost.learners.WeakLearners`) and 
    (:meth:`Booster.partial_sums`) and its prediction (:meth:`Booster.combine`) — no graph ever
    links one learner to another;
 3. after the labels are revealed each learner gets its own detached target or linear loss
-   (:meth:`Booster.learner_targets`, :meth:`Booster.learner_losses`), and all learners take one
-   optimizer step;
+   (:meth:`Booster.learner_targets`; the gradient of its loss, :meth:`Booster.learner_loss_grad`,
+   is closed-form), and all learners take one optimizer step;
 4. algorithm state (σ for OGB, running y0) is updated (:meth:`Booster.after_step`).
 
 The prediction returned by :meth:`Booster.learn` is the one made *before* the update, so summing
@@ -81,11 +81,13 @@ class Booster(nn.Module, ABC):
             y0, dtype=torch.get_default_dtype()).expand(self.out_dim).clone()
         self.register_buffer("y0_fixed", fixed_y0)
         self.register_buffer("label_statistic_sum", torch.zeros(self.out_dim, dtype=torch.float64))
-        self.register_buffer("compute_units", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("samples_seen", torch.zeros((), dtype=torch.long))
-        self.register_buffer("rounds", torch.zeros((), dtype=torch.long))
         self.register_buffer("residual_sq_sum", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("target_sq_sum", torch.zeros(n, dtype=torch.float64))
+        #: training compute so far, in weak-learner predictions (update = 2), exact integer
+        self.compute_units = 0
+        #: examples and rounds (``learn`` calls) seen so far
+        self.samples_seen = 0
+        self.rounds = 0
         self.input_shape: tuple[int, ...] | None = None
         self.last_diagnostics: dict[str, Tensor] = {}
 
@@ -106,11 +108,12 @@ class Booster(nn.Module, ABC):
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """Each learner's regression target ``(N, B, m)`` after the labels ``z`` are revealed."""
 
-    def learner_losses(self, outputs: Tensor, targets: Tensor, partials: Tensor,
-                       z: Tensor) -> Tensor:
-        """Each learner's own training loss ``(N,)`` (default: squared error to its target,
-        ``mean_b ‖target_i − h_i(x_b)‖²`` as in SGB Alg. 1 line 12)."""
-        return (targets - outputs).square().sum(-1).mean(-1)
+    def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
+        """Gradient, with respect to the learners' outputs ``h (N, B, m)``, of the sum of the
+        learners' own training losses. Default: the squared error to the target,
+        ``mean_b ‖target_i − h_i(x_b)‖²`` (SGB Alg. 1 line 12), whose gradient is
+        ``2 (h_i − target_i) / B``."""
+        return (h - targets) * (2.0 / h.shape[1])
 
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
         """Update algorithm state once the learners have stepped (default: nothing)."""
@@ -126,7 +129,7 @@ class Booster(nn.Module, ABC):
         partials = self.partial_sums(h, self.initial_prediction(x))
         prediction = self.combine(partials)
         targets = self.learner_targets(h, partials, z)
-        self.learners.step(self.learner_losses(outputs, targets, partials, z).sum())
+        self.learners.step_outputs(outputs, self.learner_loss_grad(h, targets))
         self.after_step(h, partials, z)
         self._record_round(x, h, targets, z)
         return prediction
@@ -191,19 +194,20 @@ class Booster(nn.Module, ABC):
         """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``."""
         batch = x.shape[0]
         with torch.no_grad():
-            residual_sq = (targets - h).square().sum(-1)
+            residual_sq = (targets - h).square().sum(-1).sum(-1)
             target_sq = targets.square().sum(-1)
             span = slice(first, first + h.shape[0])
-            self.residual_sq_sum[span] += residual_sq.sum(-1).double()
-            self.target_sq_sum[span] += target_sq.sum(-1).double()
+            self.residual_sq_sum[span] += residual_sq
+            self.target_sq_sum[span] += target_sq.sum(-1)
             self.last_diagnostics = {
                 "target_norm": target_sq.sqrt().mean(-1),
-                "fit_error": residual_sq.mean(-1),
+                "fit_error": residual_sq / batch,
             }
-            self.label_statistic_sum += self.loss.target_statistic(z, self.out_dim).sum(0).double()
-            self.samples_seen += batch
-            self.rounds += 1
-            self.compute_units += batch * self.units_per_round_example()
+            if self.y0_mode == "mean":
+                self.label_statistic_sum += self.loss.target_statistic(z, self.out_dim).sum(0)
+        self.compute_units += batch * self.units_per_round_example()
+        self.samples_seen += batch
+        self.rounds += 1
         if self.input_shape is None:
             self.input_shape = tuple(x.shape[1:])
 
@@ -227,7 +231,7 @@ class Booster(nn.Module, ABC):
         device = self.y0_fixed.device
         if x.device != device:
             raise ValueError(f"features are on {x.device} but the booster is on {device}")
-        if not bool(torch.isfinite(x).all()):
+        if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
             bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
             raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
         return x
@@ -239,12 +243,16 @@ class Booster(nn.Module, ABC):
         return z.to(self.y0_fixed.device)
 
     # --- state ------------------------------------------------------------------------------------
+    _COUNTERS = ("compute_units", "samples_seen", "rounds")
+
     def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape}
+        return {"input_shape": self.input_shape, **{k: getattr(self, k) for k in self._COUNTERS}}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
         self.input_shape = tuple(shape) if shape is not None else None
+        for key in self._COUNTERS:
+            setattr(self, key, int(state[key]))
 
 
 def _check_y0(y0: Y0, out_dim: int) -> str:

@@ -87,7 +87,7 @@ class OGB(OnlineLinearBooster):
         """Alg. 1 line 14: projected OGD on σ with ``α_t = 1/(L_B B √t)``."""
         previous = partials[:-1]
         slope = (self.loss.gradient(previous, z) * previous).sum(-1).mean(-1)
-        t = float(self.rounds) + 1.0
+        t = self.rounds + 1.0
         alpha = 1.0 / (self.lipschitz_radius * self.radius * math.sqrt(t))
         self.sigma.copy_((self.sigma + alpha * slope.to(self.sigma.dtype)).clamp(0.0, 1.0))
 

@@ -54,11 +54,11 @@ class OnlineLinearBooster(Booster):
         """The descent direction ``−∇ℓ(y^{i−1})`` for every learner."""
         return -self.loss.gradient(partials[:-1], z)
 
-    def learner_losses(self, outputs: Tensor, targets: Tensor, partials: Tensor,
-                       z: Tensor) -> Tensor:
+    def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
+        """Linear loss ``mean_b (1/L) ∇ℓ(y^{i−1}) · A_i(x_b)``; its gradient is ``−target/(LB)``."""
         if self.objective == "greedy":
-            return super().learner_losses(outputs, targets, partials, z)
-        return -(targets * outputs).sum(-1).mean(-1) / self.linear_scale
+            return super().learner_loss_grad(h, targets)
+        return targets * (-1.0 / (self.linear_scale * h.shape[1]))
 
 
 def _bounded(learners: Any, bound: float) -> Any:

@@ -34,7 +34,7 @@ class SGB(Booster):
         >>> _ = torch.manual_seed(0)
         >>> booster = SGB(lambda: nn.Linear(2, 1), n_learners=3, loss="squared", step=0.5)
         >>> x, y = torch.randn(16, 2), torch.randn(16)
-        >>> booster.learn(x, y).shape, int(booster.compute_units)
+        >>> booster.learn(x, y).shape, booster.compute_units
         (torch.Size([16, 1]), 144)
     """
 

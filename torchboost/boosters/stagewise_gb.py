@@ -51,7 +51,8 @@ class StagewiseGB(SGB):
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
         target = self.loss.gradient(partials[-2], z)
-        self.learners.step((target - output).square().sum(-1).mean(), index=i)
+        grad = self.learner_loss_grad(output.detach().unsqueeze(0), target.unsqueeze(0))[0]
+        self.learners.step_outputs(output, grad, index=i)
         self._record_round(x, h[-1:], target.unsqueeze(0), z, first=i)
         return partials[-1]
 

@@ -35,9 +35,9 @@ class LoopEngine(nn.Module):
     def forward_one(self, index: int, x: Tensor) -> Tensor:
         return self.modules_[index](x)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for opt in self.optimizers:
-            opt.zero_grad(set_to_none=set_to_none)
+    def zero_grad(self) -> None:
+        for param in self.modules_.parameters():
+            param.grad = None
 
     def optimizer_step(self, index: int | None = None) -> None:
         """Step every learner's optimizer (or only learner ``index``'s)."""

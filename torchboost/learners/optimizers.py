@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["ELEMENTWISE_OPTIMIZERS", "OptimizerSpec"]
+__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "OptimizerSpec"]
 
 #: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
 #: (plus a shared step count). Running one of them over N stacked learners is therefore exactly N
@@ -23,6 +23,15 @@ ELEMENTWISE_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
     torch.optim.NAdam,
     torch.optim.RAdam,
     torch.optim.RMSprop,
+    torch.optim.Adagrad,
+)
+
+
+#: Optimizers with a fused (single-kernel) implementation on CPU and CUDA.
+FUSED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
+    torch.optim.Adam,
+    torch.optim.AdamW,
+    torch.optim.SGD,
     torch.optim.Adagrad,
 )
 
@@ -44,9 +53,14 @@ class OptimizerSpec:
         return self.cls in ELEMENTWISE_OPTIMIZERS
 
     def build(self, params: Iterable[Tensor], multi_tensor: bool = False) -> torch.optim.Optimizer:
-        """Instantiate over ``params``; ``multi_tensor`` asks for the foreach implementation."""
+        """Instantiate over ``params``. ``multi_tensor`` asks for the fused kernel where torch has
+        one for this class (Adam, AdamW, SGD, Adagrad) and for the foreach implementation
+        otherwise, unless the caller chose ``fused``/``foreach`` in the kwargs."""
         kwargs = dict(self.kwargs)
-        accepts_foreach = "foreach" in inspect.signature(self.cls.__init__).parameters
-        if multi_tensor and accepts_foreach and "fused" not in kwargs:
-            kwargs.setdefault("foreach", True)
+        accepted = inspect.signature(self.cls.__init__).parameters
+        if multi_tensor and "fused" not in kwargs and "foreach" not in kwargs:
+            if self.cls in FUSED_OPTIMIZERS:
+                kwargs["fused"] = True
+            elif "foreach" in accepted:
+                kwargs["foreach"] = True
         return self.cls(params, **kwargs)

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from torchboost.learners.optimizers import OptimizerSpec
+from torchboost.learners.stacked_sequential import sequential_plan, stacked_sequential
 
 __all__ = ["StackedEngine", "stacking_problem"]
 
@@ -71,6 +72,7 @@ class StackedEngine(nn.Module):
         # are never used (functional_call substitutes the stacked slices). It is kept out of the
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
+        self._plan = sequential_plan(self._template[0]) if not self._buffer_names else None
         self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True)]
 
     def __len__(self) -> int:
@@ -89,9 +91,16 @@ class StackedEngine(nn.Module):
         buffers = {n: getattr(self, "buffer__" + _key(n))[:n_learners] for n in self._buffer_names}
         return params, buffers
 
-    def forward(self, x: Tensor, n_learners: int) -> Tensor:
-        """Outputs of the first ``n_learners`` learners, stacked: ``(n_learners, B, ...)``."""
+    def forward(self, x: Tensor, n_learners: int, fast: bool = True) -> Tensor:
+        """Outputs of the first ``n_learners`` learners, stacked: ``(n_learners, B, ...)``.
+
+        Plain ``nn.Sequential`` MLPs take the direct GEMM path of
+        :mod:`~torchboost.learners.stacked_sequential` unless ``fast=False``; everything else,
+        and that path's reference, is ``vmap(functional_call(template, ...))``.
+        """
         params, buffers = self._stacked(n_learners)
+        if self._plan is not None and fast:
+            return stacked_sequential(self._plan, params, x)
         batched = vmap(self._call_one, in_dims=(0, 0, None), randomness="different")
         return batched(params, buffers, x)
 
@@ -100,8 +109,9 @@ class StackedEngine(nn.Module):
         one = {n: t[index] for n, t in params.items()}, {n: t[index] for n, t in buffers.items()}
         return self._call_one(*one, x)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizers[0].zero_grad(set_to_none=set_to_none)
+    def zero_grad(self) -> None:
+        for param in self.stacked_params.values():
+            param.grad = None
 
     def optimizer_step(self, index: int | None = None) -> None:
         if index is not None:

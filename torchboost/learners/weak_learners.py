@@ -101,6 +101,13 @@ class WeakLearners(nn.Module):
         loss.backward()
         self.engine.optimizer_step(index)
 
+    def step_outputs(self, outputs: Tensor, output_grad: Tensor, index: int | None = None) -> None:
+        """Like :meth:`step` for a loss whose gradient with respect to ``outputs`` (the tensor
+        returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``."""
+        self.engine.zero_grad()
+        outputs.backward(output_grad)
+        self.engine.optimizer_step(index)
+
     def learner(self, index: int) -> nn.Module:
         """Learner ``index`` as an ``nn.Module`` (a copy in stacked mode)."""
         return self.engine.learner(index)

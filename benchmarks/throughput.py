@@ -1,0 +1,104 @@
+"""Samples/s of one SGB streaming step: stacked vs loop vs a monolithic network.
+
+The SLICE shape of the SGB paper: 384 inputs, two-layer learners with 10 hidden units (leaky
+ReLU), batch 256. The monolithic reference is one ``384 → 10N → 1`` network (the same parameter
+count up to N−1 output biases) trained by one Adam on squared loss: what the hardware does with
+the same work when nothing is split into learners.
+
+    python benchmarks/throughput.py                 # CPU (and CUDA when available)
+    python benchmarks/throughput.py --n 8 64 256 --device cuda --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from torchboost import SGB, TwoLayerNet
+
+IN_FEATURES, HIDDEN, BATCH = 384, 10, 256
+
+
+def _time(step: Callable[[], None], device: str, min_seconds: float, warmup: int = 3) -> float:
+    """Median seconds per call over repeated timing windows."""
+    for _ in range(warmup):
+        step()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < min_seconds or calls < 5:
+        step()
+        calls += 1
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def booster_step(n: int, mode: str, device: str) -> Callable[[], None]:
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, activation="leaky_relu"),
+                  n_learners=n, step=0.1, mode=mode).to(device)
+    x = torch.randn(BATCH, IN_FEATURES, device=device)
+    y = torch.randn(BATCH, device=device)
+    return lambda: booster.learn(x, y)
+
+
+def monolithic_step(n: int, device: str) -> Callable[[], None]:
+    torch.manual_seed(0)
+    net = TwoLayerNet(IN_FEATURES, HIDDEN * n, activation="leaky_relu").to(device)
+    opt = torch.optim.Adam(net.parameters(), fused=True)  # the same kernel the stacked path uses
+    x = torch.randn(BATCH, IN_FEATURES, device=device)
+    y = torch.randn(BATCH, 1, device=device)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def measure(ns: list[int], device: str, min_seconds: float) -> list[dict]:
+    rows = []
+    for n in ns:
+        row: dict = {"device": device, "n_learners": n}
+        for name, make in (("stacked", lambda n=n: booster_step(n, "stacked", device)),
+                           ("loop", lambda n=n: booster_step(n, "loop", device)),
+                           ("monolithic", lambda n=n: monolithic_step(n, device))):
+            row[name] = BATCH / _time(make(), device, min_seconds)
+        row["stacked_over_loop"] = row["stacked"] / row["loop"]
+        row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
+        rows.append(row)
+        print(f"{device:5s} N={n:4d}  stacked {row['stacked']:10.0f}/s"
+              f"  loop {row['loop']:10.0f}/s  monolithic {row['monolithic']:10.0f}/s"
+              f"  stacked/loop {row['stacked_over_loop']:6.2f}"
+              f"  stacked/mono {row['stacked_over_monolithic']:5.2f}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--seconds", type=float, default=2.0, help="timing window per cell")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/throughput.json"))
+    args = parser.parse_args()
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
+    rows = [r for d in devices for r in measure(args.n, d, args.seconds)]
+    meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
+            "machine": platform.processor() or platform.machine(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "batch": BATCH, "in_features": IN_FEATURES, "hidden": HIDDEN}
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

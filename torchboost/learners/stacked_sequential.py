@@ -1,0 +1,85 @@
+"""A faster stacked evaluation for plain ``nn.Sequential`` multi-layer perceptrons.
+
+``vmap`` turns a first ``nn.Linear`` on a shared input into N small batched matmuls. When every
+learner is a plain ``nn.Sequential`` of ``Flatten``, ``Linear`` and elementwise layers, the same
+computation is written directly: the first layer of all N learners is ONE ``(B, d) × (d, N·h)``
+GEMM (the input is shared), later layers are one ``baddbmm`` each. The result is identical to
+``vmap(functional_call(...))`` up to floating-point rounding (tested), and elementwise layers such
+as ``Dropout`` act on the stacked ``(N, B, h)`` tensor, so each learner draws its own mask.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["SequentialPlan", "sequential_plan"]
+
+_ELEMENTWISE = (nn.Identity, nn.Sigmoid, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.ELU, nn.SiLU,
+                nn.Softplus, nn.Dropout)
+
+SequentialPlan = list[tuple[str, nn.Module]]
+
+
+def _layers(module: nn.Module, prefix: str) -> SequentialPlan | None:
+    if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
+        plan: SequentialPlan = []
+        for name, child in module.named_children():
+            sub = _layers(child, f"{prefix}{name}.")
+            if sub is None:
+                return None
+            plan.extend(sub)
+        return plan
+    plain_flatten = isinstance(module, nn.Flatten) and (module.start_dim, module.end_dim) == (1, -1)
+    if type(module) is nn.Linear or plain_flatten or isinstance(module, _ELEMENTWISE):
+        return [(prefix, module)]
+    return None
+
+
+def sequential_plan(template: nn.Module) -> SequentialPlan | None:
+    """The layer list of ``template`` if the fast path applies to it, else ``None``.
+
+    It applies to (nested) plain ``nn.Sequential`` modules made of ``Flatten()``, ``nn.Linear``
+    and elementwise activations/Dropout, where nothing but ``Flatten`` precedes the first
+    ``Linear`` (so that every random layer acts per learner).
+    """
+    plan = _layers(template, "")
+    if plan is None:
+        return None
+    for _, layer in plan:
+        if isinstance(layer, nn.Linear):
+            return plan
+        if not isinstance(layer, nn.Flatten):
+            return None
+    return None
+
+
+def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tensor) -> Tensor:
+    """Evaluate k stacked learners (``params`` are ``(k, ...)`` slices) on the shared ``x``.
+
+    Up to the first ``Linear`` the activations are shared, ``(B, ...)``. That layer is one
+    ``addmm`` whose output stays *wide*, ``(B, k·h)``, so the following elementwise layers run on
+    one contiguous tensor exactly as in a single wide network. The next ``Linear`` switches to
+    the stacked layout ``(k, B, h)`` and a ``baddbmm``.
+    """
+    h, width = x, 0  # width > 0: wide layout (B, k*width); -1: stacked layout (k, B, h)
+    k = next(iter(params.values())).shape[0]
+    for prefix, layer in plan:
+        if isinstance(layer, nn.Flatten):
+            h = h.flatten(1)
+        elif isinstance(layer, nn.Linear):
+            weight, bias = params[prefix + "weight"], params.get(prefix + "bias")
+            if width == 0:  # shared input: one GEMM for all learners
+                flat = weight.reshape(-1, weight.shape[-1]).T
+                h = torch.addmm(bias.reshape(-1), h, flat) if bias is not None else h @ flat
+                width = weight.shape[1]
+                continue
+            if width > 0:
+                h = h.view(h.shape[0], k, width).transpose(0, 1)
+            transposed = weight.transpose(1, 2)
+            h = torch.baddbmm(bias.unsqueeze(1), h, transposed) if bias is not None else h.bmm(
+                transposed)
+            width = -1
+        else:
+            h = layer(h)
+    return h.view(h.shape[0], k, width).transpose(0, 1) if width > 0 else h
