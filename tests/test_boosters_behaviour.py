@@ -7,7 +7,15 @@ import torch
 from boost_helpers import regression_stream
 from torch import nn
 
-from torchboost import OGB, SGB, ConvexHullOGB, ResidualSGB, StagewiseGB, TwoLayerNet
+from torchboost import (
+    OGB,
+    SGB,
+    ConvexHullOGB,
+    ResidualSGB,
+    SingleLearner,
+    StagewiseGB,
+    TwoLayerNet,
+)
 
 X, Y = regression_stream(9000)
 X_TRAIN, Y_TRAIN, X_TEST, Y_TEST = X[:8000], Y[:8000], X[8000:], Y[8000:]
@@ -54,8 +62,7 @@ def test_ogb_improves_on_its_linear_base_learner(booster_cls):
     trained on the squared loss itself (measured ratios: OGB 0.53, ConvexHullOGB 0.41)."""
     y_train, y_test = Y_TRAIN / SCALE, Y_TEST / SCALE
     torch.manual_seed(0)
-    base = one_pass(SGB(lambda: nn.Linear(5, 1), n_learners=1, step=1.0, **ADAM),
-                    y_train, y_test)[0]
+    base = one_pass(SingleLearner(lambda: nn.Linear(5, 1), **ADAM), y_train, y_test)[0]
     torch.manual_seed(0)
     boosted = one_pass(booster_cls(lambda: nn.Linear(5, 1), n_learners=32, **ADAM),
                        y_train, y_test)[0]

@@ -175,3 +175,20 @@ def test_stagewise_gb_needs_loop_mode():
     from torchboost import WeakLearners
     with pytest.raises(ValueError, match="mode='loop'"):
         StagewiseGB(WeakLearners(linear_learners([[1.0], [2.0]]), mode="stacked"))
+
+
+def test_single_learner_trains_directly_on_the_loss():
+    """Same trajectory as a plain autograd loop on mean logistic loss with the same SGD."""
+    from torchboost import SingleLearner
+    x, y = torch.randn(8, 2), torch.tensor([0, 1, 1, 0, 1, 0, 0, 1])
+    base = SingleLearner(linear_learners([[0.3, -0.2]]), "logistic", **SGD)
+    reference = linear_learners([[0.3, -0.2]])[0]
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    signs = y.float() * 2 - 1
+    for _ in range(3):
+        base.learn(x, y)
+        opt.zero_grad()
+        torch.nn.functional.softplus(-signs * reference(x).squeeze(1)).mean().backward()
+        opt.step()
+    assert weights(base)[0] == pytest.approx(reference.weight.flatten().tolist())
+    assert base.compute_units == 3 * 3 * 8

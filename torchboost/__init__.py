@@ -6,8 +6,16 @@ gradient-boosting baseline with the same learners and honest compute accounting.
 """
 
 from torchboost import losses
-from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, StagewiseGB
-from torchboost.learners import BoundedOutput, TwoLayerNet, WeakLearners
+from torchboost.boosters import (
+    OGB,
+    SGB,
+    Booster,
+    ConvexHullOGB,
+    ResidualSGB,
+    SingleLearner,
+    StagewiseGB,
+)
+from torchboost.learners import BoundedOutput, ConvNet, TwoLayerNet, WeakLearners
 from torchboost.projections import Ball, Box
 
 __version__ = "0.1.0"
@@ -19,8 +27,10 @@ __all__ = [
     "Booster",
     "BoundedOutput",
     "Box",
+    "ConvNet",
     "ConvexHullOGB",
     "ResidualSGB",
+    "SingleLearner",
     "StagewiseGB",
     "TwoLayerNet",
     "WeakLearners",

@@ -6,6 +6,7 @@ from torchboost.boosters.ogb import OGB, ogb_radius
 from torchboost.boosters.online_linear import OnlineLinearBooster
 from torchboost.boosters.residual_sgb import ResidualSGB
 from torchboost.boosters.sgb import SGB
+from torchboost.boosters.single_learner import SingleLearner
 from torchboost.boosters.stagewise_gb import StagewiseGB
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "ConvexHullOGB",
     "OnlineLinearBooster",
     "ResidualSGB",
+    "SingleLearner",
     "StagewiseGB",
     "ogb_radius",
 ]

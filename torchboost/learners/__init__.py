@@ -1,7 +1,7 @@
 """Weak-learner containers and ready-made weak-learner modules."""
 
 from torchboost.learners.loop import LoopEngine
-from torchboost.learners.modules import BoundedOutput, TwoLayerNet
+from torchboost.learners.modules import BoundedOutput, ConvNet, TwoLayerNet
 from torchboost.learners.optimizers import ELEMENTWISE_OPTIMIZERS, OptimizerSpec
 from torchboost.learners.stacked import StackedEngine
 from torchboost.learners.weak_learners import LearnerSource, WeakLearners
@@ -9,6 +9,7 @@ from torchboost.learners.weak_learners import LearnerSource, WeakLearners
 __all__ = [
     "ELEMENTWISE_OPTIMIZERS",
     "BoundedOutput",
+    "ConvNet",
     "LearnerSource",
     "LoopEngine",
     "OptimizerSpec",

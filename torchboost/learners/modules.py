@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["BoundedOutput", "TwoLayerNet"]
+__all__ = ["BoundedOutput", "ConvNet", "TwoLayerNet"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "sigmoid": nn.Sigmoid,
@@ -34,6 +34,29 @@ class TwoLayerNet(nn.Sequential):
             nn.Linear(in_features, hidden),
             _ACTIVATIONS[activation](),
             nn.Linear(hidden, out_features),
+        )
+
+
+class ConvNet(nn.Sequential):
+    """``Conv2d(c, channels, kernel, stride) → activation → Linear(·, m)``: the SGB paper's MNIST
+    weak learner (a 5×5 convolution, stride 2, 5 output channels; Hu et al. 2017, footnote 4).
+
+    Example:
+        >>> ConvNet()(torch.zeros(3, 1, 28, 28)).shape
+        torch.Size([3, 10])
+    """
+
+    def __init__(self, in_channels: int = 1, image_size: int = 28, out_features: int = 10,
+                 channels: int = 5, kernel_size: int = 5, stride: int = 2,
+                 activation: str = "sigmoid") -> None:
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be in {sorted(_ACTIVATIONS)}, got {activation!r}")
+        side = (image_size - kernel_size) // stride + 1
+        super().__init__(
+            nn.Conv2d(in_channels, channels, kernel_size, stride=stride),
+            _ACTIVATIONS[activation](),
+            nn.Flatten(),
+            nn.Linear(channels * side * side, out_features),
         )
 
 
