@@ -103,3 +103,25 @@ def test_save_load_gives_identical_predictions_and_training(name):
     assert torch.equal(a.predict(x), b.predict(x))
     assert a.compute_units == b.compute_units
     assert torch.equal(a.edges(), b.edges())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", list(BOOSTERS))
+def test_booster_moved_to_cuda_mid_stream_matches_cpu(name):
+    torch.manual_seed(0)
+    cpu = BOOSTERS[name]()
+    torch.manual_seed(0)
+    gpu = BOOSTERS[name]()
+    batches = [(torch.randn(16, 4), labels_for(cpu, 16, seed=t)) for t in range(6)]
+    for x, y in batches[:3]:
+        cpu.learn(x, y)
+        gpu.learn(x, y)
+    gpu.to("cuda")  # parameters, optimizer moments, σ and running statistics move together
+    for x, y in batches[3:]:
+        cpu.learn(x, y)
+        gpu.learn(x.cuda(), y.cuda())
+    x = torch.randn(32, 4)
+    assert torch.allclose(cpu.predict(x), gpu.predict(x.cuda()).cpu(), atol=1e-4)
+    with pytest.raises(ValueError, match="cuda"):
+        gpu.learn(x, labels_for(cpu, 32))
