@@ -1,0 +1,73 @@
+"""The ``torchboost`` command: ``torchboost demo`` and ``torchboost run CONFIG.yaml``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchboost.configs import ExperimentConfig
+
+__all__ = ["format_summary", "main"]
+
+
+def format_summary(results: dict[str, Any]) -> str:
+    """A plain-text table of final test losses, compute and wall time per method."""
+    config = results["config"]
+    classifier = "error" in results["SGB"]["final"]
+    metric = "error rate" if classifier else "MSE" if config["loss"] == "squared" else "loss"
+
+    def value(final: dict[str, float]) -> float:
+        if classifier:
+            return final["error"]
+        return 2.0 * final["loss"] if config["loss"] == "squared" else final["loss"]
+
+    lines = [f"{config['name']}: N = {config['n_learners']} learners, loss = {config['loss']}",
+             f"{'method':<8}{'test ' + metric:>16}{'compute units':>16}{'wall s':>9}"]
+    for name in ("base", "GB", "SGB"):
+        final = results[name]["final"]
+        lines.append(f"{name:<8}{value(final):>16.4f}{final['units']:>16,.0f}"
+                     f"{results[name]['wall_seconds']:>9.1f}")
+    reach = results["units_to_reach_gb_final"]
+    lines.append("SGB reaches GB's final loss after "
+                 + (f"{reach:,.0f} units" if reach is not None else "— (not within its budget)"))
+    return "\n".join(lines)
+
+
+def _run(config: ExperimentConfig, out: Path) -> None:
+    from torchboost.experiment import run_comparison
+
+    results = run_comparison(config, out)
+    print()
+    print(format_summary(results))
+    print(f"\nfigure:      {results['figure']}")
+    print(f"numbers:     {out / 'results.json'}")
+    print(f"tensorboard: tensorboard --logdir {out / 'tensorboard'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="torchboost", description="Deep online boosting.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="SGB vs stagewise GB on the bundled ABALONE stream")
+    demo.add_argument("--out", type=Path, default=Path("runs/demo"))
+    demo.add_argument("--passes", type=int, default=20,
+                      help="passes over the 3,759 training rows (a resampled stream)")
+    run = commands.add_parser("run", help="run an experiment configuration (YAML)")
+    run.add_argument("config", type=Path)
+    run.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    if args.command == "demo":
+        config = ExperimentConfig.for_dataset("abalone", passes=args.passes)
+        _run(config, args.out)
+    else:
+        if not args.config.is_file():
+            parser.error(f"no such configuration file: {args.config}")
+        config = ExperimentConfig.from_yaml(args.config)
+        _run(config, args.out or Path("runs") / config.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
