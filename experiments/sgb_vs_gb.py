@@ -59,15 +59,14 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
 
 
 def table_row(name: str, results: dict) -> dict:
-    classifier = "error" in results["SGB"]["final"]
+    key = next(k for k in ("error", "mse", "loss") if k in results["SGB"]["final"])
 
     def final(method: str) -> float:
-        point = results[method]["final"]
-        return point["error"] if classifier else 2.0 * point["loss"]  # ½ squared → MSE
+        return results[method]["final"][key]
 
     paper = PAPER_TABLE_1.get(name)
     return {
-        "data": name, "metric": "error rate" if classifier else "MSE",
+        "data": name, "metric": {"error": "error rate", "mse": "MSE"}.get(key, "loss"),
         "base": final("base"), "GB": final("GB"), "SGB": final("SGB"),
         "paper_base": paper[0] if paper else None, "paper_GB": paper[1] if paper else None,
         "paper_SGB": paper[2] if paper else None,

@@ -15,13 +15,11 @@ __all__ = ["format_summary", "main"]
 def format_summary(results: dict[str, Any]) -> str:
     """A plain-text table of final test losses, compute and wall time per method."""
     config = results["config"]
-    classifier = "error" in results["SGB"]["final"]
-    metric = "error rate" if classifier else "MSE" if config["loss"] == "squared" else "loss"
+    key = next(k for k in ("error", "mse", "loss") if k in results["SGB"]["final"])
+    metric = {"error": "error rate", "mse": "MSE"}.get(key, "loss")
 
     def value(final: dict[str, float]) -> float:
-        if classifier:
-            return final["error"]
-        return 2.0 * final["loss"] if config["loss"] == "squared" else final["loss"]
+        return final[key]
 
     lines = [f"{config['name']}: N = {config['n_learners']} learners, loss = {config['loss']}",
              f"{'method':<8}{'test ' + metric:>16}{'compute units':>16}{'wall s':>9}"]
