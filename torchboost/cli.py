@@ -28,7 +28,7 @@ def format_summary(results: dict[str, Any]) -> str:
         lines.append(f"{name:<8}{value(final):>16.4f}{final['units']:>16,.0f}"
                      f"{results[name]['wall_seconds']:>9.1f}")
     reach = results["units_to_reach_gb_final"]
-    lines.append("SGB reaches GB's final loss after "
+    lines.append(f"SGB reaches GB's final {metric} after "
                  + (f"{reach:,.0f} units" if reach is not None else "— (not within its budget)"))
     return "\n".join(lines)
 

@@ -165,8 +165,10 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
                                               n_learners=k)["loss"]
         for k in range(config.n_learners + 1)]
     results["SGB"]["edges"] = boosters["SGB"].edges().tolist()
+    metric = _metric(results)
+    results["metric"] = metric
     results["units_to_reach_gb_final"] = _units_to_reach(results["SGB"]["curve"],
-                                                         results["GB"]["final"]["loss"])
+                                                         results["GB"]["final"][metric], metric)
     _log_tensorboard(logger, results)
     _write_outputs(out, config, results)
     return results
@@ -176,9 +178,9 @@ def _summary(history: list[dict[str, float]], seconds: float) -> dict[str, Any]:
     return {"curve": history, "final": history[-1], "wall_seconds": seconds}
 
 
-def _units_to_reach(curve: list[dict[str, float]], target: float) -> float | None:
-    """First compute budget at which a curve's test loss is at or below ``target``."""
-    return next((p["units"] for p in curve if p["loss"] <= target), None)
+def _units_to_reach(curve: list[dict[str, float]], target: float, metric: str) -> float | None:
+    """First compute budget at which a curve's ``metric`` is at or below ``target``."""
+    return next((p["units"] for p in curve if p[metric] <= target), None)
 
 
 def _metric(results: dict[str, Any]) -> str:
