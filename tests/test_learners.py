@@ -205,3 +205,15 @@ def test_fast_path_not_used_when_randomness_would_be_shared():
     assert sequential_plan(nn.Sequential(nn.Dropout(0.1), nn.Linear(3, 1))) is None
     assert sequential_plan(nn.Sequential(nn.Linear(3, 1), nn.Dropout(0.1))) is not None
     assert sequential_plan(nn.Sequential(nn.Conv1d(1, 1, 1))) is None
+
+
+def test_loading_a_live_state_dict_does_not_share_optimizer_moments():
+    a = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    x = torch.randn(4, 3)
+    a.step(a(x).sum())
+    b = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    b.load_state_dict(a.state_dict())  # no serialisation in between
+    b.step(b(x).sum())
+    moments = [next(iter(o.state.values()))["exp_avg"] for o in (a.optimizers[0], b.optimizers[0])]
+    assert moments[0].data_ptr() != moments[1].data_ptr()
+    assert not torch.equal(moments[0], moments[1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -129,7 +130,9 @@ class WeakLearners(nn.Module):
         if state["mode"] != self.mode:
             raise ValueError(f"checkpoint was saved in {state['mode']!r} mode, this container "
                              f"runs in {self.mode!r} mode")
-        self.engine.load_optimizer_states(state["optimizers"])
+        # Optimizer.load_state_dict keeps the given tensors: copy them, so that loading a live
+        # state_dict never shares Adam moments between two containers.
+        self.engine.load_optimizer_states(copy.deepcopy(state["optimizers"]))
 
     def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
         super()._apply(fn, recurse)
