@@ -1,0 +1,88 @@
+"""Fixtures of the Lightning tests: tiny seeded streams, booster builders, quiet CPU trainers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import pytest
+import torch
+
+from torchboost import OGB, SGB, Booster, TwoLayerNet
+from torchboost.data import Dataset, DataStream, synthetic_classification, synthetic_regression
+
+N_FEATURES = 5
+N_LEARNERS = 4
+BATCH_SIZE = 50
+LEARNING_RATE = 0.05
+
+
+@pytest.fixture(scope="session")
+def regression() -> Dataset:
+    """2,000 training and 500 test rows of a smooth nonlinear regression."""
+    return synthetic_regression(n=2500, d=N_FEATURES, seed=0)
+
+
+@pytest.fixture(scope="session")
+def classification() -> Dataset:
+    """2,000 training and 500 test rows of a binary problem with curved boundaries."""
+    return synthetic_classification(n=2500, d=N_FEATURES, n_classes=2, seed=0)
+
+
+@pytest.fixture
+def make_stream() -> Callable[[Dataset], DataStream]:
+    """A fresh one-pass stream over a data set's training rows (40 batches of 50, seeded)."""
+    return lambda data: DataStream.from_dataset(data, batch_size=BATCH_SIZE, seed=0)
+
+
+@pytest.fixture
+def make_booster() -> Callable[[str], Booster]:
+    """Identically initialised boosters with N=4 TwoLayerNet(5, 4) learners:
+    ``"sgb"`` (squared loss, stacked learners), ``"sgb_logistic"``, ``"ogb_logistic"`` (OGB's
+    bounded learners, run one by one)."""
+
+    def make(kind: str) -> Booster:
+        torch.manual_seed(0)
+        learner = partial(TwoLayerNet, N_FEATURES, 4)
+        common: dict[str, Any] = {"n_learners": N_LEARNERS,
+                                  "optimizer_kwargs": {"lr": LEARNING_RATE}}
+        if kind == "sgb":
+            return SGB(learner, "squared", **common)
+        if kind == "sgb_logistic":
+            return SGB(learner, "logistic", **common)
+        if kind == "ogb_logistic":
+            return OGB(learner, "logistic", **common)
+        raise ValueError(kind)
+
+    return make
+
+
+@pytest.fixture
+def trainer_kwargs() -> dict[str, Any]:
+    """A quiet one-epoch CPU trainer without logger or checkpointing (override as needed)."""
+    return {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "logger": False,
+            "enable_checkpointing": False, "enable_model_summary": False,
+            "enable_progress_bar": False, "log_every_n_steps": 10}
+
+
+def _assert_identical(a: Any, b: Any, where: str = "state") -> None:
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype, where
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            _assert_identical(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, list | tuple):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_identical(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+@pytest.fixture
+def assert_identical() -> Callable[[Any, Any], None]:
+    """Recursive exact equality of nested state (tensors by ``torch.equal`` and dtype)."""
+    return _assert_identical

@@ -1,0 +1,56 @@
+"""PyTorch Lightning integration: one-pass streaming boosting with exact checkpoint/resume and
+curves against compute units (Hu et al. 2017, Sec. 6.2: 1 unit per weak-learner prediction of one
+example, 2 per update).
+
+* :class:`StreamingBoosterModule` — a ``LightningModule`` whose training step is one boosting
+  round, ``booster.learn(x, y)``, logging the progressive (test-then-train) scores;
+* :class:`StreamingCallback` — held-out evaluation every ``K`` compute units, per-learner edges,
+  target norms, OGB's σ, learning rates and the anytime curve, logged against units;
+* :func:`run_stagewise` — stagewise GB evaluated on the same unit schedule;
+* :func:`stream_and_compare` — both, from one configuration, into one TensorBoard run.
+
+Example:
+    >>> import lightning.pytorch as pl
+    >>> import torch
+    >>> from torchboost import SGB, TwoLayerNet
+    >>> from torchboost.data import DataStream, synthetic_regression
+    >>> ds = synthetic_regression(n=300, d=4)
+    >>> stream = DataStream.from_dataset(ds, batch_size=30)
+    >>> booster = SGB(lambda: TwoLayerNet(4, 3), n_learners=3)
+    >>> callback = StreamingCallback(ds.x_test, ds.y_test, eval_every_units=2000,
+    ...                              transform=stream.transform)
+    >>> trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False,
+    ...                      callbacks=[callback], enable_checkpointing=False,
+    ...                      enable_model_summary=False, enable_progress_bar=False)
+    >>> trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
+    >>> trainer.global_step, booster.compute_units, [p["units"] for p in callback.history]
+    (8, 2160, [0.0, 2160.0])
+"""
+
+from torchboost.lightning.callback import StreamingCallback
+from torchboost.lightning.compare import DEFAULT_EVAL_POINTS, build_seeded, stream_and_compare
+from torchboost.lightning.evaluation import (
+    HeldOutEvaluator,
+    evaluate_held_out,
+    learner_scalars,
+    prediction_scores,
+)
+from torchboost.lightning.module import StreamingBoosterModule
+from torchboost.lightning.round_optimizer import BoostingRound
+from torchboost.lightning.scalars import log_scalars
+from torchboost.lightning.stagewise import run_stagewise
+
+__all__ = [
+    "DEFAULT_EVAL_POINTS",
+    "BoostingRound",
+    "HeldOutEvaluator",
+    "StreamingBoosterModule",
+    "StreamingCallback",
+    "build_seeded",
+    "evaluate_held_out",
+    "learner_scalars",
+    "log_scalars",
+    "prediction_scores",
+    "run_stagewise",
+    "stream_and_compare",
+]

@@ -1,0 +1,130 @@
+"""A Lightning callback that drives one-pass streaming training and logs against compute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from torch import Tensor
+
+from torchboost.lightning.evaluation import HeldOutEvaluator, Transform, learner_scalars
+from torchboost.lightning.module import StreamingBoosterModule
+from torchboost.lightning.scalars import log_scalars
+
+__all__ = ["StreamingCallback"]
+
+
+class StreamingCallback(pl.Callback):
+    """Evaluates a :class:`StreamingBoosterModule` on a held-out set every ``eval_every_units``
+    compute units and logs the curves against compute, as in Fig. 2 of Hu et al. (2017).
+
+    Compute units are weak-learner predictions of one example, an update counting 2 (Sec. 6.2),
+    so a streaming booster with ``N`` learners spends ``3N`` units per example.
+
+    At the start of training (units 0), at the first batch end at or past each multiple of
+    ``eval_every_units``, and at the end of the pass, it appends to :attr:`history` a dict with
+    ``units``, ``samples``, ``test_loss``, ``test_error``, ``progressive_loss`` and
+    ``progressive_error`` (``None`` where it does not apply: errors of regressors, progressive
+    scores before the first batch), and logs, with the compute units as step:
+
+    * ``test/loss``, ``test/error`` — held-out scores;
+    * ``progressive/loss_vs_units``, ``progressive/error_vs_units`` — running progressive
+      (test-then-train) means over the stream;
+    * ``edge/learner_{i}``, ``target_norm/learner_{i}``, ``fit_error/learner_{i}`` and, for OGB,
+      ``sigma/learner_{i}`` (``i = 1..N``), and ``lr`` (or ``lr/learner_{i}``) — see
+      :func:`~torchboost.lightning.learner_scalars`.
+
+    At the end it also logs the anytime curve, ``anytime/loss`` (and ``anytime/error``) of the
+    first ``k`` learners with step ``k = 1..N``, keeps it in :attr:`anytime`, and writes
+    ``{"history": ..., "anytime": ...}`` as JSON to ``history_path`` if given.
+
+    One pass: at the end of the first training epoch the callback sets ``trainer.should_stop``,
+    since a stream is seen once; ``max_epochs=-1`` or a ``max_steps`` beyond the stream's length
+    therefore stop when the stream runs out. The schedule, history and anytime curve are part of
+    Lightning checkpoints (:meth:`state_dict`), so a resumed run continues them exactly.
+
+    Args:
+        test_x, test_y: the held-out set (raw features if ``transform`` is given).
+        eval_every_units: the evaluation spacing ``K`` in compute units.
+        eval_batch_size: examples per forward pass during evaluation.
+        transform: applied to held-out features at each evaluation, e.g. the training
+            :class:`~torchboost.data.DataStream`'s ``transform`` (standardisation with statistics
+            of the training stream only).
+        history_path: where to write the JSON summary at the end of training.
+    """
+
+    def __init__(self, test_x: Tensor, test_y: Tensor, eval_every_units: float, *,
+                 eval_batch_size: int = 4096, transform: Transform | None = None,
+                 history_path: str | Path | None = None) -> None:
+        super().__init__()
+        self.evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units,
+                                          batch_size=eval_batch_size, transform=transform)
+        self.history_path = Path(history_path) if history_path is not None else None
+        self.history: list[dict[str, float | int | None]] = []
+        self.anytime: list[dict[str, float]] = []
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if not isinstance(pl_module, StreamingBoosterModule):
+            raise TypeError("StreamingCallback drives a StreamingBoosterModule, got "
+                            f"{type(pl_module).__name__}")
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self.history:
+            self._evaluate(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.evaluator.due(pl_module.booster.compute_units):
+            self._evaluate(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.should_stop = True
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        booster = pl_module.booster
+        if self.history[-1]["units"] != float(booster.compute_units):
+            self._evaluate(trainer, pl_module)
+        self.anytime = []
+        for k in range(1, booster.n_learners + 1):
+            scores = self.evaluator.scores(booster, n_learners=k)
+            self.anytime.append({"n_learners": k, **scores})
+            log_scalars(trainer.loggers, {f"anytime/{key}": value
+                                          for key, value in scores.items()}, step=k)
+        if self.history_path is not None:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True)
+            summary = {"history": self.history, "anytime": self.anytime}
+            self.history_path.write_text(json.dumps(summary, indent=2))
+
+    def _evaluate(self, trainer: pl.Trainer, pl_module: StreamingBoosterModule) -> None:
+        booster = pl_module.booster
+        units = float(booster.compute_units)
+        scores = self.evaluator(booster)
+        progressive = pl_module.progressive_scores()
+        self.history.append({
+            "units": units,
+            "samples": booster.samples_seen,
+            "test_loss": scores["loss"],
+            "test_error": scores.get("error"),
+            "progressive_loss": progressive["loss"],
+            "progressive_error": progressive.get("error"),
+        })
+        scalars = {
+            "test/loss": scores["loss"],
+            "test/error": scores.get("error"),
+            "progressive/loss_vs_units": progressive["loss"],
+            "progressive/error_vs_units": progressive.get("error"),
+        }
+        if booster.samples_seen > 0:
+            scalars.update(learner_scalars(booster))
+        log_scalars(trainer.loggers, scalars, step=units)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"evaluator": self.evaluator.state_dict(), "history": list(self.history),
+                "anytime": list(self.anytime)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.evaluator.load_state_dict(state_dict["evaluator"])
+        self.history = list(state_dict["history"])
+        self.anytime = list(state_dict["anytime"])

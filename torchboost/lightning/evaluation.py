@@ -1,0 +1,145 @@
+"""Held-out evaluation on a compute-unit schedule, progressive scores, per-learner scalars.
+
+Compute is counted in the units of Hu et al. (2017), Sec. 6.2: one weak-learner prediction of one
+example is 1 unit and one weak-learner update is 2, so a streaming booster with ``N`` learners
+spends ``3N`` units per example and stagewise GB's stage ``i`` spends ``i + 3``. Curves against
+units compare methods at equal training compute, whatever their number of passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchboost.boosters import Booster
+
+__all__ = ["HeldOutEvaluator", "evaluate_held_out", "learner_scalars", "prediction_scores"]
+
+Transform = Callable[[Tensor], Tensor]
+
+
+@torch.no_grad()
+def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int = 4096,
+                      n_learners: int | None = None,
+                      transform: Transform | None = None) -> dict[str, float]:
+    """Mean held-out loss (and error rate for classifiers) of ``booster``, in chunks.
+
+    ``transform`` (e.g. a :class:`~torchboost.data.DataStream`'s ``transform``) is applied to each
+    chunk of ``x`` first; chunks are moved to the booster's device. ``n_learners`` evaluates the
+    first ``k`` learners only (anytime prediction).
+    """
+    if len(x) == 0:
+        raise ValueError("empty held-out set")
+    device = booster.y0_fixed.device
+    totals: dict[str, float] = {}
+    for start in range(0, len(x), batch_size):
+        x_part, y_part = x[start:start + batch_size], y[start:start + batch_size]
+        if transform is not None:
+            x_part = transform(x_part)
+        scores = booster.evaluate(x_part.to(device), y_part.to(device), n_learners)
+        for key, value in scores.items():
+            totals[key] = totals.get(key, 0.0) + value * len(x_part)
+    return {key: value / len(x) for key, value in totals.items()}
+
+
+@torch.no_grad()
+def prediction_scores(booster: Booster, prediction: Tensor, y: Tensor) -> dict[str, float]:
+    """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``.
+
+    Applied to what :meth:`~torchboost.boosters.base.Booster.learn` returns — the prediction made
+    before the update — this is the progressive-validation (test-then-train) score of a batch.
+    """
+    z = booster.loss.encode_target(y, booster.out_dim).to(prediction.device)
+    scores = {"loss": float(booster.loss.value(prediction, z).mean())}
+    if booster.loss.is_classifier:
+        truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
+        wrong = booster.loss.predict_label(prediction) != truth
+        scores["error"] = float(wrong.double().mean())
+    return scores
+
+
+def learner_scalars(booster: Booster) -> dict[str, float]:
+    """Per-learner diagnostics and learning rates as flat ``{tag: value}`` scalars.
+
+    Every per-learner tensor of :meth:`~torchboost.boosters.base.Booster.diagnostics` becomes
+    ``{name}/learner_{i}`` with ``i = 1..N`` as in the papers (``edge`` γ_i, ``target_norm``,
+    ``fit_error``, OGB's ``sigma`` σ_i). Learning rates come from the learners' optimizers:
+    ``lr`` when one fused optimizer steps every learner (stacked mode), else
+    ``lr/learner_{i}`` (one optimizer per learner).
+    """
+    n = booster.n_learners
+    scalars: dict[str, float] = {}
+    for name, values in booster.diagnostics().items():
+        if values.ndim == 1 and values.numel() == n:
+            for i, value in enumerate(values.tolist(), start=1):
+                scalars[f"{name}/learner_{i}"] = float(value)
+    optimizers = booster.learners.optimizers
+    rates = [float(opt.param_groups[0]["lr"]) for opt in optimizers
+             if "lr" in opt.param_groups[0]]
+    if len(rates) == 1:
+        scalars["lr"] = rates[0]
+    else:
+        scalars.update({f"lr/learner_{i}": rate for i, rate in enumerate(rates, start=1)})
+    return scalars
+
+
+class HeldOutEvaluator:
+    """Evaluates a booster on a held-out set at every multiple of ``every_units`` compute units.
+
+    :meth:`due` says whether the booster's compute has reached the next evaluation point;
+    :meth:`__call__` evaluates and moves that point to the next multiple of ``every_units``
+    strictly above the current compute (so at most one evaluation per training batch, however
+    many multiples the batch crossed). The first point is at 0 units. The schedule is
+    checkpointable with :meth:`state_dict` / :meth:`load_state_dict`.
+
+    Example:
+        >>> import torch
+        >>> from torchboost import SGB
+        >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2)
+        >>> evaluator = HeldOutEvaluator(torch.randn(8, 2), torch.randn(8), every_units=100)
+        >>> evaluator.due(booster.compute_units), sorted(evaluator(booster))
+        (True, ['loss'])
+        >>> evaluator.next_at, evaluator.due(60.0)
+        (100.0, False)
+    """
+
+    def __init__(self, x: Tensor, y: Tensor, every_units: float, *, batch_size: int = 4096,
+                 transform: Transform | None = None) -> None:
+        if not every_units > 0:
+            raise ValueError(f"every_units must be > 0, got {every_units}")
+        if len(x) != len(y):
+            raise ValueError(f"held-out x has {len(x)} rows but y has {len(y)}")
+        self.x, self.y = x, y
+        self.every_units = float(every_units)
+        self.batch_size = batch_size
+        self.transform = transform
+        self.next_at = 0.0
+
+    def due(self, units: float) -> bool:
+        """Whether ``units`` of compute have reached the next evaluation point."""
+        return units >= self.next_at
+
+    def __call__(self, booster: Booster) -> dict[str, float]:
+        """Held-out scores of ``booster`` now; schedules the next evaluation."""
+        units = float(booster.compute_units)
+        self.next_at = (math.floor(units / self.every_units) + 1) * self.every_units
+        return self.scores(booster)
+
+    def scores(self, booster: Booster, n_learners: int | None = None) -> dict[str, float]:
+        """Held-out scores of ``booster`` (its first ``n_learners``) without touching the
+        schedule."""
+        return evaluate_held_out(booster, self.x, self.y, batch_size=self.batch_size,
+                                 n_learners=n_learners, transform=self.transform)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"every_units": self.every_units, "next_at": self.next_at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if float(state["every_units"]) != self.every_units:
+            raise ValueError(f"checkpoint evaluated every {state['every_units']} units, this "
+                             f"evaluator every {self.every_units}")
+        self.next_at = float(state["next_at"])
