@@ -5,7 +5,7 @@ Boost ``nn.Module`` weak learners over a data stream in one pass: Streaming Grad
 gradient-boosting baseline with the same learners and honest compute accounting.
 """
 
-from torchboost import losses
+from torchboost import chaining, losses, multiclass
 from torchboost.boosters import (
     OGB,
     SGB,
@@ -15,7 +15,16 @@ from torchboost.boosters import (
     SingleLearner,
     StagewiseGB,
 )
+from torchboost.chaining import (
+    ChainingTree,
+    KTCoinBetting,
+    LocAdaBoost,
+    MLProd,
+    ProjectedOGD,
+    StepwiseOGB,
+)
 from torchboost.learners import BoundedOutput, ConvNet, TwoLayerNet, WeakLearners
+from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
 from torchboost.projections import Ball, Box
 
 __version__ = "0.1.0"
@@ -23,16 +32,27 @@ __version__ = "0.1.0"
 __all__ = [
     "OGB",
     "SGB",
+    "AdaboostOLM",
     "Ball",
     "Booster",
     "BoundedOutput",
     "Box",
+    "ChainingTree",
     "ConvNet",
     "ConvexHullOGB",
+    "KTCoinBetting",
+    "LocAdaBoost",
+    "MLProd",
+    "OnlineMBBM",
+    "OzaBoost",
+    "ProjectedOGD",
     "ResidualSGB",
     "SingleLearner",
     "StagewiseGB",
+    "StepwiseOGB",
     "TwoLayerNet",
     "WeakLearners",
+    "chaining",
     "losses",
+    "multiclass",
 ]
