@@ -42,7 +42,7 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
     runs: list[tuple[str, str | None, dict]] = [
         ("abalone", None, {"passes": 20}),
         ("adult", str(SHARED / "adult"), {"passes": 2, "gb_max_epochs": 5}),
-        ("mnist", str(SHARED / "mnist"), {"max_train": 20000, "gb_max_epochs": 2,
+        ("mnist", str(SHARED / "mnist"), {"max_train": 10000, "gb_max_epochs": 2,
                                            "batch_size": 64, "eval_points": 15}),
     ]
     runs += [("csv", str(SHARED / "regression" / f"{name}.csv.gz"), {"name": name, **regression})
