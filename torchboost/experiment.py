@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import ExperimentConfig, load_dataset
 from torchboost.data import Dataset, DataStream
+from torchboost.lightning.evaluation import evaluate_held_out
 from torchboost.plotting import plot_compute_curves, save_figure
 
 __all__ = ["PreparedData", "make_boosters", "prepare_data", "run_comparison"]
@@ -101,24 +102,13 @@ class _Evaluator:
         if not force and booster.compute_units < self.next_at:
             return
         self.next_at = min(booster.compute_units + self.every, 1.25 * booster.compute_units)
-        scores = evaluate_in_batches(booster, self.data.x_test, self.data.y_test, self.batch)
+        scores = evaluate_held_out(booster, self.data.x_test, self.data.y_test,
+                                   batch_size=self.batch)
         scores["loss"] *= self.data.loss_scale
         if booster.loss.name == "squared":
             scores["mse"] = 2.0 * scores["loss"]  # the paper's "square error"
         self.history.append({"units": float(booster.compute_units),
                              "samples": float(booster.samples_seen), **scores})
-
-
-@torch.no_grad()
-def evaluate_in_batches(booster: Booster, x: Tensor, y: Tensor, batch: int = 4096,
-                        n_learners: int | None = None) -> dict[str, float]:
-    """Mean held-out loss (and error rate) without materialising every learner's output at once."""
-    totals: dict[str, float] = {}
-    for start in range(0, len(x), batch):
-        part = booster.evaluate(x[start:start + batch], y[start:start + batch], n_learners)
-        for key, value in part.items():
-            totals[key] = totals.get(key, 0.0) + value * len(x[start:start + batch])
-    return {key: value / len(x) for key, value in totals.items()}
 
 
 def _passes(data: PreparedData, config: ExperimentConfig) -> Iterator[tuple[Tensor, Tensor]]:
@@ -161,8 +151,8 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     results["GB"] = {**_summary(evaluator.history, time.perf_counter() - started),
                      "stages": stages}
     results["SGB"]["anytime"] = [
-        data.loss_scale * evaluate_in_batches(boosters["SGB"], data.x_test, data.y_test,
-                                              n_learners=k)["loss"]
+        data.loss_scale * evaluate_held_out(boosters["SGB"], data.x_test, data.y_test,
+                                            n_learners=k)["loss"]
         for k in range(config.n_learners + 1)]
     results["SGB"]["edges"] = boosters["SGB"].edges().tolist()
     metric = _metric(results)

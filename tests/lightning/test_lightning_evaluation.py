@@ -12,7 +12,6 @@ from torchboost.lightning import (
     HeldOutEvaluator,
     evaluate_held_out,
     learner_scalars,
-    prediction_scores,
 )
 
 LEARNER = partial(TwoLayerNet, 3, 2)
@@ -27,7 +26,7 @@ def test_lightning_chunked_evaluation_matches_one_pass():
     assert chunked == pytest.approx(whole, rel=1e-6)
     doubled = evaluate_held_out(booster, x / 2, y, transform=lambda v: v * 2)
     assert doubled == pytest.approx(booster.evaluate(x, y), rel=1e-6)
-    assert prediction_scores(booster, booster.predict(x), y) == pytest.approx(
+    assert booster.score(booster.predict(x), y) == pytest.approx(
         booster.evaluate(x, y), rel=1e-6)
     with pytest.raises(ValueError, match="empty"):
         evaluate_held_out(booster, x[:0], y[:0])

@@ -147,11 +147,16 @@ class Booster(nn.Module, ABC):
     @torch.no_grad()
     def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
         """Mean loss (and error rate for classifiers) on a held-out batch."""
-        pred = self.predict(x, n_learners)
-        z = self._check_labels(y, x.shape[0])
-        out = {"loss": float(self.loss.value(pred, z).mean())}
+        return self.score(self.predict(x, n_learners), y)
+
+    @torch.no_grad()
+    def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:
+        """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``;
+        on what :meth:`learn` returns, this is the progressive-validation score of a batch."""
+        z = self._check_labels(y, prediction.shape[0]).to(prediction.device)
+        out = {"loss": float(self.loss.value(prediction, z).mean())}
         if self.loss.is_classifier:
-            labels = self.loss.predict_label(pred)
+            labels = self.loss.predict_label(prediction)
             truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
             out["error"] = float((labels != truth).double().mean())
         return out

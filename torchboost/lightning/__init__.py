@@ -33,7 +33,6 @@ from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
     evaluate_held_out,
     learner_scalars,
-    prediction_scores,
 )
 from torchboost.lightning.module import StreamingBoosterModule
 from torchboost.lightning.round_optimizer import BoostingRound
@@ -50,7 +49,6 @@ __all__ = [
     "evaluate_held_out",
     "learner_scalars",
     "log_scalars",
-    "prediction_scores",
     "run_stagewise",
     "stream_and_compare",
 ]

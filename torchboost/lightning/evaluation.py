@@ -17,7 +17,7 @@ from torch import Tensor
 
 from torchboost.boosters import Booster
 
-__all__ = ["HeldOutEvaluator", "evaluate_held_out", "learner_scalars", "prediction_scores"]
+__all__ = ["HeldOutEvaluator", "evaluate_held_out", "learner_scalars"]
 
 Transform = Callable[[Tensor], Tensor]
 
@@ -44,22 +44,6 @@ def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int
         for key, value in scores.items():
             totals[key] = totals.get(key, 0.0) + value * len(x_part)
     return {key: value / len(x) for key, value in totals.items()}
-
-
-@torch.no_grad()
-def prediction_scores(booster: Booster, prediction: Tensor, y: Tensor) -> dict[str, float]:
-    """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``.
-
-    Applied to what :meth:`~torchboost.boosters.base.Booster.learn` returns — the prediction made
-    before the update — this is the progressive-validation (test-then-train) score of a batch.
-    """
-    z = booster.loss.encode_target(y, booster.out_dim).to(prediction.device)
-    scores = {"loss": float(booster.loss.value(prediction, z).mean())}
-    if booster.loss.is_classifier:
-        truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
-        wrong = booster.loss.predict_label(prediction) != truth
-        scores["error"] = float(wrong.double().mean())
-    return scores
 
 
 def learner_scalars(booster: Booster) -> dict[str, float]:

@@ -11,7 +11,6 @@ from lightning.fabric.utilities.data import sized_len
 from torch import Tensor
 
 from torchboost.boosters import Booster
-from torchboost.lightning.evaluation import prediction_scores
 from torchboost.lightning.round_optimizer import BoostingRound
 
 __all__ = ["StreamingBoosterModule"]
@@ -101,7 +100,7 @@ class StreamingBoosterModule(pl.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         prediction = self.optimizers().step(closure=partial(self.booster.learn, x, y))
-        scores = prediction_scores(self.booster, prediction, y)
+        scores = self.booster.score(prediction, y)
         size = x.shape[0]
         self._samples += size
         for key, value in scores.items():
