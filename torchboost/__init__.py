@@ -5,7 +5,7 @@ Boost ``nn.Module`` weak learners over a data stream in one pass: Streaming Grad
 gradient-boosting baseline with the same learners and honest compute accounting.
 """
 
-from torchboost import chaining, losses, multiclass
+from torchboost import chaining, distributed, losses, multiclass
 from torchboost.boosters import (
     OGB,
     SGB,
@@ -15,6 +15,7 @@ from torchboost.boosters import (
     SingleLearner,
     StagewiseGB,
 )
+from torchboost.boosters.guards import DivergenceError
 from torchboost.chaining import (
     ChainingTree,
     KTCoinBetting,
@@ -23,7 +24,13 @@ from torchboost.chaining import (
     ProjectedOGD,
     StepwiseOGB,
 )
-from torchboost.learners import BoundedOutput, ConvNet, TwoLayerNet, WeakLearners
+from torchboost.learners import (
+    BoundedOutput,
+    ConvNet,
+    StumpRegressor,
+    TwoLayerNet,
+    WeakLearners,
+)
 from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
 from torchboost.projections import Ball, Box
 
@@ -40,6 +47,7 @@ __all__ = [
     "ChainingTree",
     "ConvNet",
     "ConvexHullOGB",
+    "DivergenceError",
     "KTCoinBetting",
     "LocAdaBoost",
     "MLProd",
@@ -50,9 +58,11 @@ __all__ = [
     "SingleLearner",
     "StagewiseGB",
     "StepwiseOGB",
+    "StumpRegressor",
     "TwoLayerNet",
     "WeakLearners",
     "chaining",
+    "distributed",
     "losses",
     "multiclass",
 ]

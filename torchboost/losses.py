@@ -11,6 +11,11 @@ binary) or ``(B,)`` (class indices for :class:`SoftmaxCrossEntropy`). It gives
   (Beygelzimer et al. 2015, Sec. 3.1; the table in ``NOTES.md``). The OGB constants assume labels
   and base predictions in ``[−1, 1]`` as in that table.
 
+Values and gradients are computed in numerically stable forms (softplus and sigmoid for the
+logistic loss, log-softmax and softmax for cross-entropy, clamps for Huber and hinge): they stay
+finite and accurate for margins as large as ``1e30`` in float32. Only the squared loss's *value*
+overflows once ``½(y − z)²`` itself exceeds the float range; its gradient ``y − z`` does not.
+
 Squared loss is ``½‖y − z‖²`` (gradient ``y − z``), so its OGB constants are half of the table's
 ``p = 2`` row: ``L_b = b + 1``, ``β_b = 1``, ``ε_b = max(1 − b, 0)``.
 
@@ -308,8 +313,10 @@ class SoftmaxCrossEntropy(Loss):
     smoothness = 0.5
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:
-        picked = torch.gather(y, -1, z.expand(*y.shape[:-1]).unsqueeze(-1)).squeeze(-1)
-        return torch.logsumexp(y, dim=-1) - picked
+        # log_softmax shifts by the max score first: ``logsumexp(y) − y_z`` would round
+        # ``logsumexp`` to ``max y`` for huge scores (3 tied scores of 1e30 would give 0, not ln 3).
+        log_p = F.log_softmax(y, dim=-1)
+        return -torch.gather(log_p, -1, z.expand(*y.shape[:-1]).unsqueeze(-1)).squeeze(-1)
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return torch.softmax(y, dim=-1) - F.one_hot(z, y.shape[-1]).to(y.dtype)

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.guards import check_round, guard_step
+from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.losses import Loss, get_loss
 
@@ -90,6 +92,10 @@ class Booster(nn.Module, ABC):
         self.rounds = 0
         self.input_shape: tuple[int, ...] | None = None
         self.last_diagnostics: dict[str, Tensor] = {}
+        #: the replicas' synchronizer when training data-parallel (:meth:`distribute`)
+        self.sync: Synchronizer | None = None
+        #: examples in the current round's (global) batch
+        self._round_size = 0
 
     @property
     def n_learners(self) -> int:
@@ -116,20 +122,59 @@ class Booster(nn.Module, ABC):
         return (h - targets) * (2.0 / h.shape[1])
 
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
-        """Update algorithm state once the learners have stepped (default: nothing)."""
+        """Update algorithm state once the learners have stepped (default: nothing). Averages
+        over the batch go through :meth:`batch_mean`, so that data-parallel replicas agree."""
+
+    def batch_mean(self, values: Tensor) -> Tensor:
+        """Mean of ``values (..., B)`` over the round's batch; when distributed, over the global
+        batch (the shard sums are all-reduced), the same on every rank."""
+        if self.sync is None:
+            return values.mean(-1)
+        total = values.sum(-1)
+        self.sync.sum_([total])
+        return total / self._round_size
+
+    def distribute(self, sync: Synchronizer | None) -> None:
+        """Train as one of ``sync.world_size`` data-parallel replicas, each :meth:`learn` call
+        getting this rank's shard of a global batch (see :mod:`torchboost.distributed`);
+        ``None`` goes back to training alone. Every replica must start from the same state.
+
+        Raises ``ValueError`` for a booster that overrides :meth:`learn` (its round is not
+        synchronised: :class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
+        with BatchNorm running statistics (updated from each rank's shard alone).
+        """
+        if sync is not None:
+            if type(self).learn is not Booster.learn:
+                raise ValueError(f"{type(self).__name__} runs its own round (learn), which is not "
+                                 "synchronised across processes; data-parallel training supports "
+                                 "the boosters built on Booster.learn (SGB, ResidualSGB, OGB, "
+                                 "ConvexHullOGB, SingleLearner)")
+            if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+                   for m in self.learners.modules()):
+                raise ValueError("weak learners with BatchNorm running statistics would update "
+                                 "them from each rank's shard alone; use "
+                                 "track_running_stats=False to train data-parallel")
+        self.sync = sync
 
     # --- public API ---------------------------------------------------------------------------
     def learn(self, x: Tensor, y: Tensor) -> Tensor:
         """One streaming round on the mini-batch ``(x, y)``; returns the prediction made before
-        the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged."""
+        the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged;
+        a round that produces NaN or inf raises :class:`~torchboost.boosters.guards.DivergenceError`
+        naming the learner (see :mod:`torchboost.boosters.guards`)."""
         x = self._check_features(x)
         z = self._check_labels(y, x.shape[0])
+        self._round_size = x.shape[0] if self.sync is None else self.sync.total(x.shape[0])
         outputs = self._learner_outputs(x)
         h = outputs.detach()
         partials = self.partial_sums(h, self.initial_prediction(x))
         prediction = self.combine(partials)
         targets = self.learner_targets(h, partials, z)
-        self.learners.step_outputs(outputs, self.learner_loss_grad(h, targets))
+        check_round(h, partials, targets, self.sync)  # DivergenceError: nothing has changed
+        shard_share = x.shape[0] / self._round_size  # B_r / B: 1 alone
+        with guard_step(self.learners):  # non-finite gradients/stepped parameters: raises
+            self.learners.step_outputs(outputs, self.learner_loss_grad(h, targets) * shard_share,
+                                       sync=self.sync)
         self.after_step(h, partials, z)
         self._record_round(x, h, targets, z)
         return prediction
@@ -196,20 +241,28 @@ class Booster(nn.Module, ABC):
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
                       first: int = 0) -> None:
-        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``."""
-        batch = x.shape[0]
+        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``.
+        When distributed, the batch sums are all-reduced (one call) and the counters advance by
+        the global batch, so every rank holds the single-process state."""
+        batch = x.shape[0] if self.sync is None else self._round_size
         with torch.no_grad():
-            residual_sq = (targets - h).square().sum(-1).sum(-1)
             target_sq = targets.square().sum(-1)
+            sums = [(targets - h).square().sum(-1).sum(-1), target_sq.sum(-1),
+                    target_sq.sqrt().sum(-1)]
+            if self.y0_mode == "mean":
+                sums.append(self.loss.target_statistic(z, self.out_dim).sum(0))
+            if self.sync is not None:
+                self.sync.sum_(sums)
+            residual_sq, target_sq_sum, norm_sum = sums[:3]
             span = slice(first, first + h.shape[0])
             self.residual_sq_sum[span] += residual_sq
-            self.target_sq_sum[span] += target_sq.sum(-1)
+            self.target_sq_sum[span] += target_sq_sum
             self.last_diagnostics = {
-                "target_norm": target_sq.sqrt().mean(-1),
+                "target_norm": norm_sum / batch,
                 "fit_error": residual_sq / batch,
             }
             if self.y0_mode == "mean":
-                self.label_statistic_sum += self.loss.target_statistic(z, self.out_dim).sum(0)
+                self.label_statistic_sum += sums[3]
         self.compute_units += batch * self.units_per_round_example()
         self.samples_seen += batch
         self.rounds += 1

@@ -84,9 +84,10 @@ class OGB(OnlineLinearBooster):
 
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
-        """Alg. 1 line 14: projected OGD on σ with ``α_t = 1/(L_B B √t)``."""
+        """Alg. 1 line 14: projected OGD on σ with ``α_t = 1/(L_B B √t)``; the inner products
+        are averaged over the (global, when distributed) batch, so replicas keep one σ."""
         previous = partials[:-1]
-        slope = (self.loss.gradient(previous, z) * previous).sum(-1).mean(-1)
+        slope = self.batch_mean((self.loss.gradient(previous, z) * previous).sum(-1))
         t = self.rounds + 1.0
         alpha = 1.0 / (self.lipschitz_radius * self.radius * math.sqrt(t))
         self.sigma.copy_((self.sigma + alpha * slope.to(self.sigma.dtype)).clamp(0.0, 1.0))

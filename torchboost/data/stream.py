@@ -65,6 +65,10 @@ class DataStream:
     uninterrupted pass would give there (running statistics are fast-forwarded over the skipped
     batches). An exhausted stream yields nothing more until :meth:`reset`. A batch counts as
     consumed once it has been yielded. Batches live on ``x``'s device.
+
+    Data-parallel training (:mod:`torchboost.distributed`): :meth:`shard` makes the stream hand
+    out only one process's contiguous part of every global batch; everything else — its length,
+    position, statistics and :meth:`state_dict` — stays that of the global stream.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class DataStream:
         else:
             order = torch.arange(n)
         self._order = order.to(x.device)
+        self.rank, self.world_size = 0, 1
         self._consumed = 0
         self._reset_statistics()
         self._fast_forward(start_batch)
@@ -132,11 +137,12 @@ class DataStream:
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         while self._consumed < self._n_batches:
-            x_batch, y_batch = self._raw_batch(self._consumed)
+            rows = self._batch_rows(self._consumed)
             if self.standardize == "running":
-                self._update(x_batch)
+                self._update(self.x[rows])
             self._consumed += 1
-            yield self.transform(x_batch), y_batch
+            mine = rows.tensor_split(self.world_size)[self.rank]
+            yield self.transform(self.x[mine]), self.y[mine]
 
     @property
     def n_samples(self) -> int:
@@ -158,15 +164,40 @@ class DataStream:
         self._consumed = 0
         self._reset_statistics()
 
-    def _raw_batch(self, k: int) -> tuple[Tensor, Tensor]:
-        rows = self._order[k * self.batch_size : (k + 1) * self.batch_size]
-        return self.x[rows], self.y[rows]
+    def shard(self, rank: int, world_size: int) -> None:
+        """From now on, hand out only rank ``rank``'s part of every global batch, for
+        data-parallel training over ``world_size`` processes (``shard(0, 1)`` undoes it).
+
+        Global batch ``k`` (the rows an unsharded stream yields) is split into ``world_size``
+        contiguous parts as by ``torch.tensor_split`` — the first ``B mod world_size`` ranks get
+        one row more — and this stream yields part ``rank``. The length, position, standardisation
+        statistics (from the global rows; ``"running"`` ones updated with the whole global batch)
+        and :meth:`state_dict` stay those of the global stream, identical on every rank, so a
+        checkpoint of a sharded stream resumes an unsharded one and vice versa. Every rank must
+        build its stream from the same data and seed.
+
+        Raises ``ValueError`` when a batch has fewer rows than ``world_size`` (some rank would
+        get none): use ``drop_last=True`` or another batch size.
+        """
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must lie in [0, {world_size}), got {rank}")
+        smallest = self.batch_size if self.drop_last else (
+            self.n_samples - (self._n_batches - 1) * self.batch_size)
+        if smallest < world_size:
+            raise ValueError(f"a batch of {smallest} rows cannot be split over {world_size} "
+                             "processes (a rank would get an empty batch); use drop_last=True "
+                             "or another batch size")
+        self.rank, self.world_size = rank, world_size
+
+    def _batch_rows(self, k: int) -> Tensor:
+        """Indices of the rows of global batch ``k``."""
+        return self._order[k * self.batch_size : (k + 1) * self.batch_size]
 
     def _fast_forward(self, k: int) -> None:
         """Skip to batch ``k``, folding the skipped batches into running statistics."""
         for skipped in range(self._consumed, k):
             if self.standardize == "running":
-                self._update(self._raw_batch(skipped)[0])
+                self._update(self.x[self._batch_rows(skipped)])
         self._consumed = k
 
     # ----------------------------------------------------------------- statistics
@@ -266,7 +297,8 @@ class DataStream:
         return (
             f"DataStream(n_samples={self.n_samples}, batch_size={self.batch_size}, "
             f"batches={self._consumed}/{self._n_batches}, seed={self.seed}, "
-            f"shuffle={self.shuffle}, standardize={self.standardize!r})"
+            f"shuffle={self.shuffle}, standardize={self.standardize!r}, "
+            f"shard={self.rank}/{self.world_size})"
         )
 
 

@@ -4,6 +4,7 @@ from torchboost.learners.loop import LoopEngine
 from torchboost.learners.modules import BoundedOutput, ConvNet, TwoLayerNet
 from torchboost.learners.optimizers import ELEMENTWISE_OPTIMIZERS, OptimizerSpec
 from torchboost.learners.stacked import StackedEngine
+from torchboost.learners.stumps import StumpRegressor
 from torchboost.learners.weak_learners import LearnerSource, WeakLearners
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "LoopEngine",
     "OptimizerSpec",
     "StackedEngine",
+    "StumpRegressor",
     "TwoLayerNet",
     "WeakLearners",
 ]

@@ -42,6 +42,9 @@ def stacking_problem(modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> 
         if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.track_running_stats:
             return (f"BatchNorm '{name}' tracks running statistics, which vmap cannot update in "
                     "place; use mode='loop' or track_running_stats=False")
+        # A module that cannot run under vmap says why in ``loop_only_reason`` (StumpRegressor).
+        if getattr(sub, "loop_only_reason", None):
+            return f"'{name or type(sub).__name__}': {sub.loop_only_reason}"
     if not any(True for _ in modules[0].parameters()):
         return "the learners have no parameters"
     return None

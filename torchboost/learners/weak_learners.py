@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from torchboost.distributed import Synchronizer
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import OptimizerSpec
 from torchboost.learners.stacked import StackedEngine, stacking_problem
@@ -102,11 +103,16 @@ class WeakLearners(nn.Module):
         loss.backward()
         self.engine.optimizer_step(index)
 
-    def step_outputs(self, outputs: Tensor, output_grad: Tensor, index: int | None = None) -> None:
+    def step_outputs(self, outputs: Tensor, output_grad: Tensor, index: int | None = None,
+                     sync: Synchronizer | None = None) -> None:
         """Like :meth:`step` for a loss whose gradient with respect to ``outputs`` (the tensor
-        returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``."""
+        returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``.
+        With ``sync``, the parameter gradients are summed over the data-parallel replicas (one
+        coalesced all-reduce) before the optimizers step."""
         self.engine.zero_grad()
         outputs.backward(output_grad)
+        if sync is not None:
+            sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
         self.engine.optimizer_step(index)
 
     def learner(self, index: int) -> nn.Module:

@@ -7,10 +7,13 @@ from functools import partial
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.fabric.utilities.data import sized_len
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from torchboost.boosters import Booster
+from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.round_optimizer import BoostingRound
 
 __all__ = ["StreamingBoosterModule"]
@@ -78,6 +81,22 @@ class StreamingBoosterModule(pl.LightningModule):
     Lightning 2.6 warns on every ``ModelCheckpoint(every_n_train_steps=...)`` save under manual
     optimisation that the checkpoint holds the state *after* the step: that is the state that
     matches the saved stream position.
+
+    **Several processes** (``Trainer(strategy="ddp", devices=..., num_nodes=...)``; gloo on CPUs,
+    NCCL on GPUs). Each Lightning step is one round on a *global* batch of the stream, split
+    across the ranks: :meth:`on_fit_start` installs a
+    :class:`~torchboost.distributed.ProcessGroupSync` on the booster
+    (:meth:`~torchboost.boosters.base.Booster.distribute`), which all-reduces the learners'
+    gradients, OGB's σ step, the running statistics and the counters, so every rank holds the
+    booster of a single-process run over the same global batches and compute units are counted
+    once; it also switches DDP's own gradient averaging off (the booster reduces, weighting
+    unequal shards exactly). :meth:`on_train_start` shards every training iterable with its
+    ``shard(rank, world_size)`` method (:meth:`torchboost.data.DataStream.shard`; the data and
+    seed must be the same on every rank): Lightning only shards ``DataLoader`` samplers, and a
+    ``DistributedSampler`` would reorder and pad the stream, so any other iterable raises. The
+    progressive scores are those of the global batches, and the state a checkpoint holds (booster,
+    stream position, sums) is the global one, the same on every rank; :meth:`teardown` takes the
+    synchronizer off the booster again.
     """
 
     def __init__(self, booster: Booster) -> None:
@@ -102,6 +121,8 @@ class StreamingBoosterModule(pl.LightningModule):
         prediction = self.optimizers().step(closure=partial(self.booster.learn, x, y))
         scores = self.booster.score(prediction, y)
         size = x.shape[0]
+        if self.booster.sync is not None:
+            size, scores = _global_scores(self.booster.sync, size, scores)
         self._samples += size
         for key, value in scores.items():
             self._sums[key] += value * size
@@ -117,7 +138,7 @@ class StreamingBoosterModule(pl.LightningModule):
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         for key, value in self.booster.evaluate(x, y).items():
-            self.log(f"val/{key}", value, batch_size=x.shape[0])
+            self.log(f"val/{key}", value, batch_size=x.shape[0], sync_dist=True)
 
     def progressive_scores(self) -> dict[str, float | None]:
         """Running means of the progressive loss and error rate over the examples trained on
@@ -125,9 +146,38 @@ class StreamingBoosterModule(pl.LightningModule):
         keys = ("loss", "error") if self.booster.loss.is_classifier else ("loss",)
         return {key: self._sums[key] / self._samples if self._samples else None for key in keys}
 
+    def on_fit_start(self) -> None:
+        """With more than one process, makes the booster a synchronised replica and turns DDP's
+        gradient averaging off (see "Several processes" above)."""
+        if self.trainer.world_size == 1:
+            return
+        model = self.trainer.model
+        if not isinstance(model, DistributedDataParallel):
+            raise RuntimeError("StreamingBoosterModule trains on several processes with a DDP "
+                               f"strategy only (strategy='ddp'), got {type(model).__name__}")
+        # The flag DDP's no_sync() clears: its reducer never averages the gradients, which the
+        # booster sums itself with the exact shard weights (Booster.learn).
+        model.require_backward_grad_sync = False
+        self.booster.distribute(ProcessGroupSync(device=self.device))
+
+    def teardown(self, stage: str) -> None:
+        """Takes the synchronizer off the booster: after the fit it learns alone again."""
+        self.booster.distribute(None)
+
     def on_train_start(self) -> None:
-        """Puts the training stream where the checkpoint left it, or refuses to resume."""
+        """Shards the training stream across the processes, puts it where the checkpoint left
+        it, or refuses to resume."""
         loaders = self._train_iterables()
+        sync = self.booster.sync
+        if sync is not None:
+            for loader in loaders:
+                if not callable(getattr(loader, "shard", None)):
+                    raise RuntimeError(
+                        f"cannot split a {type(loader).__name__} across {sync.world_size} "
+                        "processes batch by batch: train on a torchboost.data.DataStream (or an "
+                        "iterable with shard(rank, world_size)); Lightning's DistributedSampler "
+                        "would reorder and pad the stream")
+                loader.shard(sync.rank, sync.world_size)
         pending, self._pending_streams = self._pending_streams, []
         restore_here = bool(pending) and not self.trainer.fit_loop.restarting
         if restore_here:
@@ -170,6 +220,17 @@ class StreamingBoosterModule(pl.LightningModule):
         if isinstance(loaders, Mapping):
             return list(loaders.values())
         return list(loaders) if isinstance(loaders, list | tuple) else [loaders]
+
+
+def _global_scores(sync: Synchronizer, size: int,
+                   scores: dict[str, float]) -> tuple[int, dict[str, float]]:
+    """Size and mean scores of the global batch from this rank's shard (one all-reduce)."""
+    totals = torch.tensor([size, *(value * size for value in scores.values())],
+                          dtype=torch.float64, device=sync.device)
+    sync.sum_([totals])
+    size = int(totals[0])
+    return size, {key: float(total) / size
+                  for key, total in zip(scores, totals[1:].tolist(), strict=True)}
 
 
 def _resume_problem(loader: Any) -> str | None:
