@@ -1,0 +1,122 @@
+"""Crash-safe checkpoint files: a checkpoint on disk is always a complete old or a complete new one.
+
+Lightning 2.6's :class:`~lightning.fabric.plugins.TorchCheckpointIO` serialises the checkpoint
+into memory and lets ``fsspec`` write it to a temporary file made by ``tempfile.mkstemp()`` —
+in ``$TMPDIR``, not next to the target — which ``shutil.move`` then puts in place. That is a
+rename, hence atomic against a killed process, only when ``$TMPDIR`` and the checkpoint
+directory are on one filesystem; otherwise ``shutil.move`` copies the bytes into the target and
+a process killed during the copy leaves a truncated checkpoint under the real name. Nothing is
+fsynced, so a power loss can also leave a renamed but empty file, and the temporary file of a
+killed save stays in ``$TMPDIR`` for good.
+
+:class:`AtomicCheckpointIO` writes next to the target instead: ``torch.save`` into a hidden
+temporary file in the same directory, flush, ``fsync``, ``os.replace`` onto the target name (an
+atomic rename on POSIX and Windows), then ``fsync`` of the directory so the rename itself is
+durable. A reader — a resuming run, :func:`latest_checkpoint` — therefore only ever sees a
+complete checkpoint. Temporary files are named ``.<target>.atomic-<random>.tmp``: they never
+match ``*.ckpt``, so neither Lightning's ``ckpt_path="last"`` nor :func:`latest_checkpoint`
+picks one up, and those a killed save left behind are deleted by the next save in their
+directory.
+
+Use it with a ``ModelCheckpoint`` that keeps a ``last.ckpt`` and resume from the newest file::
+
+    saver = ModelCheckpoint(dirpath="ckpt", every_n_train_steps=100, save_last=True)
+    trainer = pl.Trainer(max_epochs=1, callbacks=[saver], plugins=[AtomicCheckpointIO()])
+    trainer.fit(StreamingBoosterModule(build()), stream, ckpt_path=latest_checkpoint("ckpt"))
+
+(``ckpt_path=None`` when the directory has no checkpoint yet: a fresh start.) With a
+:class:`~torchboost.data.DataStream` the resumed run ends in exactly the booster of an
+uninterrupted one (see :class:`~torchboost.lightning.StreamingBoosterModule`).
+
+Limits: a directory is assumed to have one writer at a time (Lightning saves from global rank
+zero only; ``AsyncCheckpointIO`` runs its saves one after the other), since a save deletes the
+temporary files it finds there. Remote paths (``s3://`` and other ``fsspec`` protocols) are
+handed to Lightning's own saving unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import torch
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+from lightning.fabric.plugins import TorchCheckpointIO
+
+__all__ = ["AtomicCheckpointIO", "atomic_save", "latest_checkpoint"]
+
+TEMP_MARKER = ".atomic-"
+"""Part of every temporary file name, ``.<target name>.atomic-<16 hex digits>.tmp``."""
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's ``TorchCheckpointIO`` with saves that never leave a half-written checkpoint
+    under its name, even when the process is killed while writing (see the module docstring).
+
+    Pass it as ``pl.Trainer(plugins=[AtomicCheckpointIO()])``; loading and removal are
+    Lightning's.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str],
+                        storage_options: Any | None = None) -> None:
+        """Saves ``checkpoint`` to ``path`` with :func:`atomic_save` (local paths; others go
+        to Lightning's save). ``storage_options`` are not supported, as in the parent class."""
+        filesystem, local_path = url_to_fs(str(path))
+        if not isinstance(filesystem, LocalFileSystem):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} does not support storage_options")
+        atomic_save(checkpoint, local_path)
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save(obj, path)`` through a fsynced temporary file in ``path``'s directory that
+    is renamed onto ``path``: a reader sees the old file or the new one, never part of one.
+
+    Creates the directory if needed and first deletes the temporary files a killed save left
+    there. The new file gets the usual ``0o666 & ~umask`` permissions. Returns the path.
+    """
+    target = Path(path)
+    directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob(f".*{TEMP_MARKER}*.tmp"):
+        stale.unlink(missing_ok=True)
+    temp = directory / f".{target.name}{TEMP_MARKER}{secrets.token_hex(8)}.tmp"
+    try:
+        with open(temp, "xb") as file:
+            torch.save(obj, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(directory)
+    return target
+
+
+def latest_checkpoint(dirpath: str | os.PathLike[str], suffix: str = ".ckpt") -> Path | None:
+    """The most recently written ``*<suffix>`` file in ``dirpath`` (``None`` if there is none
+    or no such directory), for ``trainer.fit(..., ckpt_path=latest_checkpoint(dirpath))``.
+
+    Temporary files of :func:`atomic_save` end in ``.tmp`` and are never returned; with
+    :class:`AtomicCheckpointIO` every ``*.ckpt`` file is complete. Ties of modification time
+    go to the later name.
+    """
+    candidates = [path for path in Path(dirpath).glob(f"*{suffix}") if path.is_file()]
+    return max(candidates, key=lambda path: (path.stat().st_mtime_ns, path.name), default=None)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Makes a rename in ``directory`` durable (POSIX; Windows cannot open a directory)."""
+    if os.name == "nt":
+        return
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
