@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +35,19 @@ def format_summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _quiet_lightning() -> None:
+    """Keep the output to progress bars and results: no Lightning banners (accelerators, tips,
+    why a fit stopped) and none of the warnings that do not concern a streaming run (a
+    ``validation_step`` without validation data, a deprecation inside Lightning)."""
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message="You defined a `validation_step` but have no")
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+
+
 def _run(config: ExperimentConfig, out: Path) -> None:
     from torchboost.experiment import run_comparison
 
+    _quiet_lightning()
     results = run_comparison(config, out)
     print()
     print(format_summary(results))

@@ -5,28 +5,40 @@ All three methods see the same standardised features (statistics from a warm-up 
 training stream only), the same weak-learner architecture, loss and optimizer settings, and are
 evaluated on the held-out set every ``K`` compute units (1 unit = one weak-learner prediction of
 one example, an update = 2; Hu et al. 2017, Sec. 6.2).
+
+One driver for all of it, :mod:`torchboost.lightning`: SGB and the base learner stream through a
+Lightning ``Trainer`` (:class:`~torchboost.lightning.StreamingBoosterModule` driven by a
+:class:`~torchboost.lightning.StreamingCallback`, the ``passes`` passes being one
+:class:`~torchboost.data.MultiPassStream` epoch), stagewise GB runs through
+:func:`~torchboost.lightning.run_stagewise`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import ExperimentConfig, load_dataset
-from torchboost.data import Dataset, DataStream
-from torchboost.lightning.evaluation import evaluate_held_out
+from torchboost.data import Dataset, DataStream, MultiPassStream
+from torchboost.lightning.callback import StreamingCallback
+from torchboost.lightning.compare import fit_streaming
+from torchboost.lightning.stagewise import run_stagewise
 from torchboost.plotting import plot_compute_curves, save_figure
 
-__all__ = ["PreparedData", "make_boosters", "prepare_data", "run_comparison"]
+__all__ = ["EVAL_GROWTH", "PreparedData", "make_boosters", "prepare_data", "run_comparison"]
+
+#: Besides every ``K`` units, evaluate whenever compute has grown by this factor since the last
+#: evaluation, so that the log-log compute plots have early points too.
+EVAL_GROWTH = 1.25
 
 
 @dataclass(frozen=True)
@@ -89,83 +101,82 @@ def make_boosters(config: ExperimentConfig, data: PreparedData) -> dict[str, Boo
     return boosters
 
 
-class _Evaluator:
-    """Evaluates a booster on the test set every ``every`` compute units, and more densely at the
-    start (after growing the budget by 25 %) so that log-scale plots have early points too."""
-
-    def __init__(self, data: PreparedData, every: float, batch: int = 4096) -> None:
-        self.data, self.every, self.batch = data, every, batch
-        self.next_at = 0.0
-        self.history: list[dict[str, float]] = []
-
-    def __call__(self, booster: Booster, force: bool = False) -> None:
-        if not force and booster.compute_units < self.next_at:
-            return
-        self.next_at = min(booster.compute_units + self.every, 1.25 * booster.compute_units)
-        scores = evaluate_held_out(booster, self.data.x_test, self.data.y_test,
-                                   batch_size=self.batch)
-        scores["loss"] *= self.data.loss_scale
-        if booster.loss.name == "squared":
-            scores["mse"] = 2.0 * scores["loss"]  # the paper's "square error"
-        self.history.append({"units": float(booster.compute_units),
-                             "samples": float(booster.samples_seen), **scores})
-
-
-def _passes(data: PreparedData, config: ExperimentConfig) -> Iterator[tuple[Tensor, Tensor]]:
-    for p in range(config.passes):
-        yield from data.stream(config.batch_size, config.seed + p)
-
-
 def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
                    dataset: Dataset | None = None) -> dict[str, Any]:
-    """Train SGB (streaming), stagewise GB and the base learner; write ``results.json``, the
-    compute plot ``compute.png`` and TensorBoard logs under ``out_dir``; return the results."""
-    from lightning.pytorch.loggers import TensorBoardLogger
+    """Train SGB and the base learner on ``config.passes`` passes of the training stream through
+    Lightning (:func:`~torchboost.lightning.compare.fit_streaming`, with Lightning's progress bar
+    if ``progress``) and stagewise GB with :func:`~torchboost.lightning.run_stagewise`, all
+    evaluated every ``K`` compute units (and geometrically early on); write ``results.json``,
+    the compute plot ``compute.png`` and TensorBoard logs under ``out_dir``; return the results.
 
+    TensorBoard: ``tensorboard/<name>`` holds the curves in original target units (tags
+    ``{SGB,GB,base}/test_{loss,mse,error}`` against units, ``SGB/anytime_loss``, ``SGB/edge``);
+    ``tensorboard/<name>/{SGB,base,GB}`` the Lightning runs' own tags (see
+    :class:`~torchboost.lightning.StreamingCallback` and :func:`run_stagewise`).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(config, dataset)
     boosters = make_boosters(config, data)
-    n_batches = len(data.stream(config.batch_size, config.seed)) * config.passes
     sgb_units = boosters["SGB"].units_per_example * len(data.x_train) * config.passes
     every = sgb_units / config.eval_points
-    logger = TensorBoardLogger(save_dir=str(out), name="tensorboard", version=config.name)
+    logs = {"save_dir": str(out), "name": "tensorboard", "version": config.name,
+            "default_hp_metric": False}
     results: dict[str, Any] = {"config": config.to_dict(), "eval_every_units": every}
 
+    squared = boosters["SGB"].loss.name == "squared"
+    callbacks = {}
     for name in ("SGB", "base"):
-        booster, evaluator = boosters[name], _Evaluator(data, every)
+        callbacks[name] = StreamingCallback(data.x_test, data.y_test, every,
+                                            eval_growth=EVAL_GROWTH)
+        stream = MultiPassStream(lambda p: data.stream(config.batch_size, config.seed + p),
+                                 config.passes)
         started = time.perf_counter()
-        for x, y in tqdm(_passes(data, config), total=n_batches, disable=not progress,
-                         desc=f"{config.name}: {name}", unit="batch"):
-            booster.learn(x, y)
-            evaluator(booster)
-        evaluator(booster, force=True)
-        results[name] = _summary(evaluator.history, time.perf_counter() - started)
+        fit_streaming(boosters[name], stream, callbacks[name], progress=progress,
+                      description=f"{config.name}: {name}",
+                      logger=TensorBoardLogger(**logs, sub_dir=name))
+        results[name] = _summary(callbacks[name].history, time.perf_counter() - started,
+                                 data.loss_scale, squared)
 
-    gb, evaluator = boosters["GB"], _Evaluator(data, every)
-    batches = list(data.stream(config.batch_size, config.seed))
+    gb_logger = TensorBoardLogger(**logs, sub_dir="GB")
     started = time.perf_counter()
-    stages = gb.fit(batches, max_epochs=config.gb_max_epochs, patience=config.gb_patience,
-                    progress=progress, on_batch_end=evaluator)
-    evaluator(gb, force=True)
-    results["GB"] = {**_summary(evaluator.history, time.perf_counter() - started),
-                     "stages": stages}
-    results["SGB"]["anytime"] = [
-        data.loss_scale * evaluate_held_out(boosters["SGB"], data.x_test, data.y_test,
-                                            n_learners=k)["loss"]
-        for k in range(config.n_learners + 1)]
-    results["SGB"]["edges"] = boosters["SGB"].edges().tolist()
+    gb_run = run_stagewise(boosters["GB"], list(data.stream(config.batch_size, config.seed)),
+                           data.x_test, data.y_test, eval_every_units=every,
+                           eval_growth=EVAL_GROWTH, loggers=gb_logger,
+                           max_epochs=config.gb_max_epochs, patience=config.gb_patience,
+                           progress=progress)
+    gb_logger.finalize("success")
+    results["GB"] = {**_summary(gb_run["history"], time.perf_counter() - started,
+                                data.loss_scale, squared), "stages": gb_run["stages"]}
+    sgb = boosters["SGB"]
+    anytime = [callbacks["SGB"].evaluator.scores(sgb, n_learners=0), *callbacks["SGB"].anytime]
+    results["SGB"]["anytime"] = [data.loss_scale * scores["loss"] for scores in anytime]
+    results["SGB"]["edges"] = sgb.edges().tolist()
     metric = _metric(results)
     results["metric"] = metric
     results["units_to_reach_gb_final"] = _units_to_reach(results["SGB"]["curve"],
                                                          results["GB"]["final"][metric], metric)
-    _log_tensorboard(logger, results)
+    _log_tensorboard(TensorBoardLogger(**logs), results)
     _write_outputs(out, config, results)
     return results
 
 
-def _summary(history: list[dict[str, float]], seconds: float) -> dict[str, Any]:
-    return {"curve": history, "final": history[-1], "wall_seconds": seconds}
+def _summary(history: list[dict[str, Any]], seconds: float, loss_scale: float,
+             squared: bool) -> dict[str, Any]:
+    """A method's results: its evaluation points (of :class:`StreamingCallback` or
+    :func:`run_stagewise`) in original target units — ``loss`` times ``loss_scale``, ``mse`` =
+    2 × loss for squared loss (the paper's "square error"), ``error`` for classifiers — the
+    last of them, and the wall time."""
+    curve = []
+    for entry in history:
+        point = {"units": float(entry["units"]), "samples": float(entry["samples"]),
+                 "loss": loss_scale * entry["test_loss"]}
+        if entry["test_error"] is not None:
+            point["error"] = entry["test_error"]
+        if squared:
+            point["mse"] = 2.0 * point["loss"]
+        curve.append(point)
+    return {"curve": curve, "final": curve[-1], "wall_seconds": seconds}
 
 
 def _units_to_reach(curve: list[dict[str, float]], target: float, metric: str) -> float | None:

@@ -39,6 +39,14 @@ from torchboost.data.dataset import Dataset, Task
 from torchboost.data.libsvm import A9A_N_FEATURES, load_a9a, read_libsvm
 from torchboost.data.mnist import MNIST_FILES, load_mnist, read_idx
 from torchboost.data.multiclass import MUSHROOM_CATEGORIES, load_balance, load_mushroom
+from torchboost.data.passes import MultiPassStream
+from torchboost.data.screening import (
+    REASONS,
+    BadInputError,
+    Policy,
+    ResumableScreenedStream,
+    ScreenedStream,
+)
 from torchboost.data.stream import STD_FLOOR, DataStream, Standardize, make_test_tensors
 from torchboost.data.synthetic import synthetic_classification, synthetic_regression
 from torchboost.data.year import YEAR_N_TRAIN, load_year
@@ -49,10 +57,16 @@ __all__ = [
     "ADULT_N_FEATURES",
     "MNIST_FILES",
     "MUSHROOM_CATEGORIES",
+    "REASONS",
     "STD_FLOOR",
     "YEAR_N_TRAIN",
+    "BadInputError",
     "DataStream",
     "Dataset",
+    "MultiPassStream",
+    "Policy",
+    "ResumableScreenedStream",
+    "ScreenedStream",
     "Standardize",
     "Task",
     "load_a9a",

@@ -7,7 +7,12 @@ example, 2 per update).
 * :class:`StreamingCallback` — held-out evaluation every ``K`` compute units, per-learner edges,
   target norms, OGB's σ, learning rates and the anytime curve, logged against units;
 * :func:`run_stagewise` — stagewise GB evaluated on the same unit schedule;
+* :func:`fit_streaming` — one streaming fit on a Lightning ``Trainer`` (the driver of the
+  experiments and the CLI);
 * :func:`stream_and_compare` — both, from one configuration, into one TensorBoard run.
+* :class:`BadInputLogger` — logs the rows a :class:`~torchboost.data.ScreenedStream` skipped.
+* :class:`AtomicCheckpointIO` — checkpoint files that a killed process never leaves
+  half-written; :func:`latest_checkpoint` — the newest one in a directory, to resume from.
 
 Example:
     >>> import lightning.pytorch as pl
@@ -27,8 +32,15 @@ Example:
     (8, 2160, [0.0, 2160.0])
 """
 
+from torchboost.lightning.bad_input import BadInputLogger, screened_streams
 from torchboost.lightning.callback import StreamingCallback
-from torchboost.lightning.compare import DEFAULT_EVAL_POINTS, build_seeded, stream_and_compare
+from torchboost.lightning.checkpoint_io import AtomicCheckpointIO, atomic_save, latest_checkpoint
+from torchboost.lightning.compare import (
+    DEFAULT_EVAL_POINTS,
+    build_seeded,
+    fit_streaming,
+    stream_and_compare,
+)
 from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
     evaluate_held_out,
@@ -41,14 +53,20 @@ from torchboost.lightning.stagewise import run_stagewise
 
 __all__ = [
     "DEFAULT_EVAL_POINTS",
+    "AtomicCheckpointIO",
+    "BadInputLogger",
     "BoostingRound",
     "HeldOutEvaluator",
     "StreamingBoosterModule",
     "StreamingCallback",
+    "atomic_save",
     "build_seeded",
     "evaluate_held_out",
+    "fit_streaming",
+    "latest_checkpoint",
     "learner_scalars",
     "log_scalars",
     "run_stagewise",
+    "screened_streams",
     "stream_and_compare",
 ]

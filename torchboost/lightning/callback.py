@@ -24,10 +24,12 @@ class StreamingCallback(pl.Callback):
     so a streaming booster with ``N`` learners spends ``3N`` units per example.
 
     At the start of training (units 0), at the first batch end at or past each multiple of
-    ``eval_every_units``, and at the end of the pass, it appends to :attr:`history` a dict with
-    ``units``, ``samples``, ``test_loss``, ``test_error``, ``progressive_loss`` and
-    ``progressive_error`` (``None`` where it does not apply: errors of regressors, progressive
-    scores before the first batch), and logs, with the compute units as step:
+    ``eval_every_units`` (and, with ``eval_growth``, at geometrically spaced points early on; see
+    :class:`~torchboost.lightning.HeldOutEvaluator`), and at the end of the pass, it appends to
+    :attr:`history` a dict with ``units``, ``samples``, ``test_loss``, ``test_error``,
+    ``progressive_loss`` and ``progressive_error`` (``None`` where it does not apply: errors of
+    regressors, progressive scores before the first batch), and logs, with the compute units as
+    step:
 
     * ``test/loss``, ``test/error`` — held-out scores;
     * ``progressive/loss_vs_units``, ``progressive/error_vs_units`` — running progressive
@@ -42,13 +44,17 @@ class StreamingCallback(pl.Callback):
 
     One pass: at the end of the first training epoch the callback sets ``trainer.should_stop``,
     since a stream is seen once; ``max_epochs=-1`` or a ``max_steps`` beyond the stream's length
-    therefore stop when the stream runs out. The schedule, history and anytime curve are part of
-    Lightning checkpoints (:meth:`state_dict`), so a resumed run continues them exactly.
+    therefore stop when the stream runs out (several passes over a small training set: train on
+    a :class:`~torchboost.data.MultiPassStream`, which is one epoch). The schedule, history and
+    anytime curve are part of Lightning checkpoints (:meth:`state_dict`), so a resumed run
+    continues them exactly.
 
     Args:
         test_x, test_y: the held-out set (raw features if ``transform`` is given).
         eval_every_units: the evaluation spacing ``K`` in compute units.
         eval_batch_size: examples per forward pass during evaluation.
+        eval_growth: evaluate also whenever compute has grown by this factor (``> 1``) since the
+            last evaluation, for early points on log-scale plots; ``None``: multiples only.
         transform: applied to held-out features at each evaluation, e.g. the training
             :class:`~torchboost.data.DataStream`'s ``transform`` (standardisation with statistics
             of the training stream only).
@@ -57,10 +63,12 @@ class StreamingCallback(pl.Callback):
 
     def __init__(self, test_x: Tensor, test_y: Tensor, eval_every_units: float, *,
                  eval_batch_size: int = 4096, transform: Transform | None = None,
+                 eval_growth: float | None = None,
                  history_path: str | Path | None = None) -> None:
         super().__init__()
         self.evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units,
-                                          batch_size=eval_batch_size, transform=transform)
+                                          batch_size=eval_batch_size, transform=transform,
+                                          growth=eval_growth)
         self.history_path = Path(history_path) if history_path is not None else None
         self.history: list[dict[str, float | int | None]] = []
         self.anytime: list[dict[str, float]] = []
@@ -92,7 +100,7 @@ class StreamingCallback(pl.Callback):
             self.anytime.append({"n_learners": k, **scores})
             log_scalars(trainer.loggers, {f"anytime/{key}": value
                                           for key, value in scores.items()}, step=k)
-        if self.history_path is not None:
+        if self.history_path is not None and trainer.is_global_zero:
             self.history_path.parent.mkdir(parents=True, exist_ok=True)
             summary = {"history": self.history, "anytime": self.anytime}
             self.history_path.write_text(json.dumps(summary, indent=2))

@@ -77,8 +77,12 @@ class HeldOutEvaluator:
     :meth:`due` says whether the booster's compute has reached the next evaluation point;
     :meth:`__call__` evaluates and moves that point to the next multiple of ``every_units``
     strictly above the current compute (so at most one evaluation per training batch, however
-    many multiples the batch crossed). The first point is at 0 units. The schedule is
-    checkpointable with :meth:`state_dict` / :meth:`load_state_dict`.
+    many multiples the batch crossed). The first point is at 0 units. With ``growth`` (a factor
+    ``> 1``), the next point is also at most ``growth`` times the current compute, so that the
+    start of a run, where ``every_units`` is coarse, is evaluated at geometrically spaced
+    points and a log-scale plot has early points too (with ``growth`` the point after 0 units
+    is the first batch). The schedule is checkpointable with :meth:`state_dict` /
+    :meth:`load_state_dict`.
 
     Example:
         >>> import torch
@@ -92,13 +96,16 @@ class HeldOutEvaluator:
     """
 
     def __init__(self, x: Tensor, y: Tensor, every_units: float, *, batch_size: int = 4096,
-                 transform: Transform | None = None) -> None:
+                 transform: Transform | None = None, growth: float | None = None) -> None:
         if not every_units > 0:
             raise ValueError(f"every_units must be > 0, got {every_units}")
+        if growth is not None and not growth > 1:
+            raise ValueError(f"growth must be > 1, got {growth}")
         if len(x) != len(y):
             raise ValueError(f"held-out x has {len(x)} rows but y has {len(y)}")
         self.x, self.y = x, y
         self.every_units = float(every_units)
+        self.growth = None if growth is None else float(growth)
         self.batch_size = batch_size
         self.transform = transform
         self.next_at = 0.0
@@ -111,6 +118,8 @@ class HeldOutEvaluator:
         """Held-out scores of ``booster`` now; schedules the next evaluation."""
         units = float(booster.compute_units)
         self.next_at = (math.floor(units / self.every_units) + 1) * self.every_units
+        if self.growth is not None:
+            self.next_at = min(self.next_at, self.growth * units)
         return self.scores(booster)
 
     def scores(self, booster: Booster, n_learners: int | None = None) -> dict[str, float]:
@@ -120,10 +129,13 @@ class HeldOutEvaluator:
                                  n_learners=n_learners, transform=self.transform)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"every_units": self.every_units, "next_at": self.next_at}
+        return {"every_units": self.every_units, "growth": self.growth, "next_at": self.next_at}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if float(state["every_units"]) != self.every_units:
             raise ValueError(f"checkpoint evaluated every {state['every_units']} units, this "
                              f"evaluator every {self.every_units}")
+        if state["growth"] != self.growth:
+            raise ValueError(f"checkpoint's evaluation schedule grew by {state['growth']}, this "
+                             f"evaluator's by {self.growth}")
         self.next_at = float(state["next_at"])

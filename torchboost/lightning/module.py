@@ -126,6 +126,8 @@ class StreamingBoosterModule(pl.LightningModule):
         self._samples += size
         for key, value in scores.items():
             self._sums[key] += value * size
+        if not self._logs_this_step(batch_idx):
+            return
         means = self.progressive_scores()
         self.log("progressive/loss", scores["loss"], prog_bar=True, batch_size=size)
         self.log("progressive/loss_mean", means["loss"], batch_size=size)
@@ -134,6 +136,14 @@ class StreamingBoosterModule(pl.LightningModule):
             self.log("progressive/error_mean", means["error"], batch_size=size)
         self.log("compute_units", float(self.booster.compute_units), prog_bar=True,
                  batch_size=size)
+
+    def _logs_this_step(self, batch_idx: int) -> bool:
+        """Whether to call ``self.log`` this step: every ``trainer.log_every_n_steps`` batches
+        and on the last one (when Lightning writes logs anyway). A ``self.log`` call costs
+        about as much as a small boosting round; the running sums are kept every step."""
+        done = batch_idx + 1
+        return (done % self.trainer.log_every_n_steps == 0
+                or done == self.trainer.num_training_batches)
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch

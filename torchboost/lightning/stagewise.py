@@ -20,8 +20,9 @@ Batches = Iterable[tuple[Tensor, Tensor]] | Callable[[], Iterable[tuple[Tensor, 
 def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Tensor, *,
                   eval_every_units: float, loggers: Logger | Iterable[Logger] | None = None,
                   transform: Transform | None = None, eval_batch_size: int = 4096,
-                  max_epochs: int = 20, patience: int = 2, tol: float = 1e-3,
-                  progress: bool = False, prefix: str = "gb") -> dict[str, Any]:
+                  eval_growth: float | None = None, max_epochs: int = 20, patience: int = 2,
+                  tol: float = 1e-3, progress: bool = False,
+                  prefix: str = "gb") -> dict[str, Any]:
     """Train ``gb`` stage by stage with :meth:`StagewiseGB.fit` and evaluate it every
     ``eval_every_units`` compute units — the GB baseline of Hu et al. (2017), Sec. 6.2.
 
@@ -37,7 +38,8 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
             :meth:`StagewiseGB.fit`); they must be on ``gb``'s device.
         test_x, test_y: the held-out set; ``transform`` is applied to ``test_x`` at each
             evaluation.
-        eval_every_units: the evaluation spacing ``K``.
+        eval_every_units: the evaluation spacing ``K``; ``eval_growth`` adds geometrically
+            spaced early points (see :class:`~torchboost.lightning.HeldOutEvaluator`).
         loggers: where ``{prefix}/test_loss``, ``{prefix}/test_error`` (classifiers) and
             ``{prefix}/stage`` are logged with the compute units as step.
         max_epochs, patience, tol: the per-stage stopping rule of :meth:`StagewiseGB.fit`.
@@ -49,7 +51,7 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
         compute on entry and ending at its final compute, and ``fit``'s per-stage summaries.
     """
     evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units, batch_size=eval_batch_size,
-                                 transform=transform)
+                                 transform=transform, growth=eval_growth)
     history: list[dict[str, float | int | None]] = []
 
     def record(model: StagewiseGB) -> None:
