@@ -47,6 +47,9 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
     ]
     runs += [("csv", str(SHARED / "regression" / f"{name}.csv.gz"), {"name": name, **regression})
              for name in ("keggundirected", "protein", "kin40k", "pol")]
+    if args.full_mnist:
+        runs.append(("mnist", str(SHARED / "mnist"), {"name": "mnist_full", "gb_max_epochs": 1,
+                                                      "batch_size": 64, "eval_points": 15}))
     if args.slice:
         runs.append(("slice", args.slice, regression))
     if args.year:
@@ -94,6 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", help="names to run (default: all available)")
     parser.add_argument("--quick", action="store_true", help="small subsets, for a smoke run")
+    parser.add_argument("--full-mnist", action="store_true",
+                        help="also MNIST on all 60k training images (~1 h on 2 CPU cores)")
     parser.add_argument("--slice", help="path to slice_localization_data.csv")
     parser.add_argument("--year", help="path to YearPredictionMSD.txt")
     parser.add_argument("--out", type=Path, default=OUT)
