@@ -1,0 +1,80 @@
+"""CUDA runs of the code paths added for scale-out and hardening: numerical guards, regression
+stumps, stream sharding and bad-input screening on GPU tensors match their CPU runs. Skipped
+without a CUDA device (the CPU behaviour is tested in their own files)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from boost_helpers import linear_learners, regression_stream
+
+from torchboost import OGB, SGB, DivergenceError, StumpRegressor, TwoLayerNet
+from torchboost.data import BadInputError, DataStream, ScreenedStream
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_guards_on_cuda_name_the_learner_and_change_nothing(mode):
+    booster = SGB(linear_learners([[0.5], [0.5], [3.0], [1.0]]), "squared", step=1e38,
+                  mode=mode).to("cuda")
+    x, y = torch.ones(4, 1, device="cuda"), torch.zeros(4, device="cuda")
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(DivergenceError) as info:
+        booster.learn(x, y)
+    assert info.value.learner == 2
+    after = booster.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if torch.is_tensor(before[k]))
+
+
+def test_sgb_on_cuda_matches_cpu_with_guards_on():
+    xs, ys = regression_stream(200, d=5, seed=1)
+    runs = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        booster = SGB(lambda: TwoLayerNet(5, 4), "squared", n_learners=8).to(device)
+        for x, y in zip(xs.split(20), ys.split(20), strict=True):
+            booster.learn(x.to(device), y.to(device))
+        runs.append(booster.predict(xs.to(device)).cpu())
+    assert torch.allclose(runs[0], runs[1], atol=1e-4)
+
+
+def test_ogb_over_stumps_on_cuda_matches_cpu():
+    xs, ys = regression_stream(200, d=4, seed=2)
+    runs = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        booster = OGB(lambda: StumpRegressor(4, curvature=0.0, bound=1.0), n_learners=4,
+                      bound_outputs=False, optimizer_kwargs={"lr": 0.05}).to(device)
+        for x, y in zip(xs.split(20), ys.split(20), strict=True):
+            booster.learn(x.to(device), y.to(device))
+        runs.append(booster.predict(xs.to(device)).cpu())
+    assert torch.allclose(runs[0], runs[1], atol=1e-4)
+
+
+def test_sharded_cuda_stream_reassembles_the_global_batches():
+    x, y = torch.randn(51, 3, device="cuda"), torch.randn(51, device="cuda")
+    whole = [xb for xb, _ in DataStream(x, y, batch_size=7, seed=3)]
+    shards = []
+    for rank in range(2):
+        stream = DataStream(x, y, batch_size=7, seed=3)
+        stream.shard(rank, 2)
+        shards.append([xb for xb, _ in stream])
+    for k, batch in enumerate(whole):
+        assert batch.is_cuda
+        assert torch.equal(torch.cat([shards[0][k], shards[1][k]]), batch)
+
+
+def test_screening_cuda_batches_raises_and_skips():
+    booster = SGB(lambda: TwoLayerNet(3, 4), "squared", n_learners=2).to("cuda")
+    x, y = torch.randn(8, 3, device="cuda"), torch.randn(8, device="cuda")
+    x[5, 1] = float("nan")
+    with pytest.raises(BadInputError, match="row 5"):
+        list(ScreenedStream([(x, y)], booster))
+    screened = ScreenedStream([(x, y)], booster, policy="skip")
+    (clean_x, clean_y), = list(screened)
+    assert clean_x.is_cuda and clean_x.shape == (7, 3) and sum(screened.skipped.values()) == 1
+    assert torch.equal(clean_y, torch.cat([y[:5], y[6:]]))
