@@ -18,6 +18,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
+from crash import CrashAt
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -212,17 +213,6 @@ def test_bad_input_logger_writes_the_counts_to_tensorboard(regression, tmp_path,
     assert step == 40 and counts == [total, 1, 3]
     expected.append((40, total))
     assert scalars["bad_input/skipped_rows"] == expected
-
-
-class CrashAt(pl.Callback):
-    """Simulates a crash after ``step`` training batches."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step == self.step:
-            raise RuntimeError("simulated crash")
 
 
 def test_bad_input_resume_through_the_screen_is_exact(regression, tmp_path, trainer_kwargs,

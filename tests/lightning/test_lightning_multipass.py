@@ -3,9 +3,9 @@ checkpoints, and the evaluation schedule can grow geometrically early on."""
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
 import pytest
 import torch
+from crash import CrashAt
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from torchboost.data import DataStream, MultiPassStream
@@ -20,17 +20,6 @@ pytestmark = [
 
 PASSES = 3
 EVERY = 6000.0  # of 4 learners * 3 units * 2,000 rows * 3 passes = 72,000 units in all
-
-
-class CrashAt(pl.Callback):
-    """Simulates a crash after ``step`` training batches."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step == self.step:
-            raise RuntimeError("simulated crash")
 
 
 def _fit(data, make_booster, trainer_kwargs, callbacks=(), ckpt_path=None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import lightning.pytorch as pl
 import pytest
 import torch
+from crash import CrashAt
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -28,17 +29,6 @@ pytestmark = [
 ]
 
 EVAL_EVERY_UNITS = 3000.0
-
-
-class CrashAt(pl.Callback):
-    """Simulates a crash after ``step`` training batches."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step == self.step:
-            raise RuntimeError("simulated crash")
 
 
 def _run(data, make_booster, make_stream, trainer_kwargs, kind, callbacks=(), ckpt_path=None,
