@@ -8,23 +8,25 @@ One round (module docstring of :mod:`torchboost.boosters.base`) is checked three
    sums ``y^0..y^N`` and the learners' targets must be finite (e.g. SGB, Hu et al. 2017, Alg. 1
    lines 6 and 11: a large step ``η`` makes ``y^i = y^{i−1} − η h_i`` overflow);
 2. :func:`guard_step`, after the backward pass and before any optimizer steps: every learner's
-   gradient must be finite — parameters and optimizer state are still untouched;
+   gradient must have a finite norm (per parameter tensor) of at most ``sqrt`` of its dtype's
+   largest value (about 1.8e19 in float32), so that no square ``g²`` — Adam's second moment —
+   can overflow to inf and silently freeze the learner; parameters and optimizer state are
+   still untouched;
 3. :func:`guard_step`, after the step: every parameter must be finite, otherwise all learners'
    parameters are restored from a copy taken just before the step.
 
-Cost. Each check is one fused pass and one host sync (checks 2 and 3 use the NaN/inf scan of
-``torch.amp.GradScaler``); the per-learner scan that names the culprit runs only after a failure.
-The pre-step copy is one flat ``torch.cat`` of the parameters. Measured with the SLICE-shaped
-step of ``benchmarks/throughput.py`` (one thread, guards on/off interleaved): about 0.5–3.5 % of
-a round at N=64 stacked, 4–6 % at N=64 in loop mode, and a fixed ~60 µs (6–10 %) for N ≤ 8,
-where a whole round takes well under a millisecond.
+Cost. Each check is one fused pass and one host sync (a fused max-norm of the gradients; the
+NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan that names the culprit
+runs only after a failure. The pre-step copy is one flat ``torch.cat`` of the parameters.
+Measured with the SLICE-shaped step of ``benchmarks/throughput.py`` (one thread, guards on/off
+interleaved): about 0.5–3.5 % of a round at N=64 stacked, 4–6 % at N=64 in loop mode, and a
+fixed ~60 µs (6–10 %) for N ≤ 8, where a whole round takes well under a millisecond.
 
 Why a copy: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's ``lr·λ·w``
 overflow for a large ``lr`` although every gradient is finite. Why of the parameters only: the
 optimizer state (Adam's moments) would triple the copy, so after check 3 fires the state keeps
-the rejected step. Its moments come from finite gradients, so they hold no NaN — but Adam's
-second moment ``g²`` overflows to +inf once ``|g| ≳ 1.8e19`` (float32), which freezes that
-learner (its update becomes 0) without any check firing.
+the rejected step. Its moments come from gradients that passed check 2, so their squares are
+finite and the moments hold no NaN or inf.
 """
 
 from __future__ import annotations
@@ -110,9 +112,11 @@ def guard_step(learners: WeakLearners) -> Iterator[None]:
 
     def before_step(*_: Any) -> None:
         grads = [[p.grad for p in group if p.grad is not None] for group in groups]
-        if not _all_finite([g for group in grads for g in group]):
-            raise DivergenceError(_first_bad_learner(grads, stacked),
-                                  "its gradient is NaN or inf (nothing was stepped)")
+        if not _norms_bounded([g for group in grads for g in group]):
+            learner = _first_unbounded_learner(grads, stacked)
+            if learner is not None:  # None: a stack's norm was large, no learner's is
+                raise DivergenceError(learner, "its gradient is NaN, inf or too large to square "
+                                               "(nothing was stepped)")
         with torch.no_grad():
             backup[:] = [torch.cat([p.reshape(-1) for p in params])]
 
@@ -147,6 +151,21 @@ def _all_finite(tensors: list[Tensor]) -> bool:
     return not bool(found)
 
 
+def _norms_bounded(tensors: list[Tensor]) -> bool:
+    """Whether every tensor's 2-norm is at most ``sqrt(max of its dtype)``, so that every
+    entry's square is finite: one fused norm pass and one sync (NaN fails the comparison)."""
+    if not tensors:
+        return True
+    norms = torch.stack(torch._foreach_norm(tensors, 2))
+    limits = torch.tensor([_square_limit(t.dtype) for t in tensors], device=norms.device)
+    return bool((norms <= limits).all())
+
+
+@lru_cache
+def _square_limit(dtype: torch.dtype) -> float:
+    return math.sqrt(torch.finfo(dtype).max)
+
+
 @lru_cache
 def _unit_scale(device: torch.device) -> Tensor:
     return torch.ones(1, device=device)
@@ -169,3 +188,19 @@ def _first_bad_learner(groups: list[list[Tensor]], stacked: bool) -> int:
     if stacked:
         return min(row for t in groups[0] if (row := _first_bad_row(t)) is not None)
     return next(i for i, group in enumerate(groups) if not _all_finite(group))
+
+
+def _first_unbounded_learner(groups: list[list[Tensor]], stacked: bool) -> int | None:
+    """First learner one of whose gradient tensors fails :func:`_norms_bounded` (rows of the
+    stacked tensors in stacked mode), ``None`` if none does."""
+    if stacked:
+        rows = [_first_bad_row_norm(t) for t in groups[0]]
+        return min((row for row in rows if row is not None), default=None)
+    return next((i for i, group in enumerate(groups) if not _norms_bounded(group)), None)
+
+
+def _first_bad_row_norm(t: Tensor) -> int | None:
+    """Index of the first row whose 2-norm is NaN or above ``sqrt(max of the dtype)``."""
+    norms = torch.linalg.vector_norm(t.reshape(t.shape[0], -1), dim=1)
+    rows = (~(norms <= _square_limit(t.dtype))).nonzero()
+    return int(rows[0]) if len(rows) else None
