@@ -344,3 +344,28 @@ def test_screening_streams_copy_with_their_counts():
     list(screened)
     copied = copy.deepcopy(screened)
     assert type(copied) is ResumableScreenedStream and copied.counts() == screened.counts()
+
+
+def test_screening_shards_split_the_clean_rows_of_the_global_batch_on_every_rank():
+    """Each rank screens the whole global batch: the ranks agree on every count and decision and
+    their parts, in rank order, are the clean rows a single process gets."""
+    x, y = torch.randn(3 * B, D), torch.randn(3 * B)
+    x[1:B, 0] = NAN  # batch 0: one clean row, too few for 2 ranks
+    y[B + 2] = INF  # batch 1: 7 clean rows, split 4 + 3
+    whole = list(ScreenedStream(_stream(x, y), loss="squared", policy="skip"))
+    shards = [ScreenedStream(_stream(x, y), loss="squared", policy="skip") for _ in range(2)]
+    for rank, shard in enumerate(shards):
+        shard.shard(rank, 2)
+    parts = [list(shard) for shard in shards]
+    assert [[len(y_part) for _, y_part in part] for part in parts] == [[4, 4], [3, 4]]
+    for (xa, ya), (xb, yb), (xw, yw) in zip(*parts, whole[1:], strict=True):
+        assert torch.equal(torch.cat([xa, xb]), xw) and torch.equal(torch.cat([ya, yb]), yw)
+    for shard in shards:  # global counts: B - 1 NaN rows and one inf label; batch 0's clean
+        assert shard.rows_seen == 3 * B and shard.skipped_rows == B  # row is in no reason
+        assert shard.dropped_batches == 1 and shard.stream.batches_consumed == 3
+    raising = ScreenedStream(_stream(x, y), loss="squared")
+    raising.shard(1, 2)
+    with pytest.raises(BadInputError, match=r"batch 0, row 1 \(stream row 1\)"):
+        next(iter(raising))  # as on rank 0: every rank raises at the same row
+    with pytest.raises(ValueError, match=r"rank must lie in \[0, 2\)"):
+        shards[0].shard(2, 2)

@@ -2,9 +2,10 @@
 booster of one process learning on the global batches, and count compute units once.
 
 Three levels: replicas in threads with an in-process :class:`Synchronizer` (every booster kind,
-3 ranks, fast); the Lightning module's distributed path with a one-rank synchronizer; and the real
-thing, ``Trainer(strategy="ddp", devices=2)`` on 2 CPU processes with gloo
-(:mod:`ddp_fit`, run as a subprocess).
+3 ranks, fast; and a screened stream skipping bad rows, 2 ranks); the Lightning module's
+distributed path with a one-rank synchronizer; and the real thing,
+``Trainer(strategy="ddp", devices=2)`` on 2 CPU processes with gloo (:mod:`ddp_fit`, run as one
+subprocess): whole passes, passes resumed from mid-stream checkpoints, a screened pass.
 """
 
 from __future__ import annotations
@@ -14,19 +15,30 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import pytest
 import torch
-from ddp_fit import ALL_KINDS, KINDS, build_booster, make_stream
+from ddp_fit import (
+    ALL_KINDS,
+    BAD_FEATURE_ROWS,
+    BAD_LABEL_ROWS,
+    KINDS,
+    SAVE_STEP,
+    STOP_STEP,
+    build_booster,
+    make_screened_stream,
+    make_stream,
+)
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from torchboost import OzaBoost, StagewiseGB, TwoLayerNet
 from torchboost.boosters import Booster
-from torchboost.data import DataStream
+from torchboost.data import DataStream, ScreenedStream
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning import StreamingBoosterModule
 
@@ -64,23 +76,25 @@ class ThreadSync(Synchronizer):
         tensor.copy_(total)
 
 
-def _learn_all(booster: Booster, stream: DataStream) -> None:
+def _learn_all(booster: Booster, stream: Iterable[tuple[Tensor, Tensor]]) -> None:
     for x, y in stream:
         booster.learn(x, y)
 
 
-def _replicas(kind: str, world_size: int) -> tuple[list[Booster], ThreadGroup]:
-    """Each rank's booster after one pass over its shards, the ranks running in threads."""
+def _replicas(kind: str, world_size: int, make: Callable[[Booster], Any] | None = None
+              ) -> tuple[list[Booster], ThreadGroup, list[Any]]:
+    """Each rank's booster after one pass over its shards, the ranks running in threads, and
+    each rank's stream: ``make(booster)`` (default :func:`make_stream`), sharded."""
     group = ThreadGroup(world_size)
     boosters = [build_booster(kind) for _ in range(world_size)]
+    streams = [make_stream(kind) if make is None else make(booster) for booster in boosters]
     errors: list[BaseException] = []
 
     def run(rank: int) -> None:
         try:
             boosters[rank].distribute(ThreadSync(group, rank))
-            stream = make_stream(kind)
-            stream.shard(rank, world_size)
-            _learn_all(boosters[rank], stream)
+            streams[rank].shard(rank, world_size)
+            _learn_all(boosters[rank], streams[rank])
         except BaseException as error:  # re-raised in the test thread
             errors.append(error)
             group.barrier.abort()
@@ -92,7 +106,7 @@ def _replicas(kind: str, world_size: int) -> tuple[list[Booster], ThreadGroup]:
         thread.join()
     if errors:
         raise errors[0]
-    return boosters, group
+    return boosters, group, streams
 
 
 def _assert_close(actual: Any, expected: Any, where: str = "state") -> None:
@@ -125,7 +139,7 @@ def _single_process(kind: str) -> tuple[Booster, dict[str, float]]:
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_replicas_on_shards_equal_one_process_on_global_batches(kind):
     reference, _ = _single_process(kind)
-    (first, *others), group = _replicas(kind, world_size=3)
+    (first, *others), group, _ = _replicas(kind, world_size=3)
     # 10 global batches of 25 = 9 + 8 + 8 rows (the last: 15 = 5 + 5 + 5) across 3 ranks
     assert (first.rounds, first.samples_seen) == (10, 240)
     assert first.compute_units == reference.compute_units == 240 * 3 * first.n_learners
@@ -140,6 +154,34 @@ def test_replicas_on_shards_equal_one_process_on_global_batches(kind):
     assert group.calls.count((torch.int64, 1)) == 10  # the global batch size
     if kind == "ogb":
         assert 0.1 < float(reference.sigma.max()) < 0.9  # σ moved and is not clipped
+
+
+def _screened_single_process() -> tuple[Booster, ScreenedStream]:
+    """The reference of a screened run: one booster through the screen of the global stream."""
+    booster = build_booster("sgb")
+    stream = make_screened_stream(booster)
+    _learn_all(booster, stream)
+    return booster, stream
+
+
+def _assert_screened_counts(counts: dict[str, int], reference: ScreenedStream) -> None:
+    """The counts of the global screen: every bad row once, none of the batches dropped."""
+    assert counts == reference.counts()
+    assert counts["skipped_rows/features_not_finite"] == len(BAD_FEATURE_ROWS) == 5
+    assert counts["skipped_rows/label_invalid"] == len(BAD_LABEL_ROWS) == 2
+    assert counts["skipped_rows"] == 7 and counts["dropped_batches"] == 0
+
+
+def test_screened_replicas_equal_one_process_on_the_clean_rows():
+    reference, whole = _screened_single_process()
+    assert (reference.rounds, reference.samples_seen) == (10, 240 - 7)
+    boosters, _, streams = _replicas("sgb", 2, make_screened_stream)
+    # each rank learned on its part of the clean rows: 117 + 116, one round per global batch
+    assert [stream.stream.batches_consumed for stream in streams] == [10, 10]
+    for booster, stream in zip(boosters, streams, strict=True):
+        assert (booster.rounds, booster.samples_seen) == (10, 233)
+        _assert_close(booster.state_dict(), reference.state_dict())
+        _assert_screened_counts(stream.counts(), whole)
 
 
 def test_shards_partition_the_global_batches_and_the_state_stays_global():
@@ -222,24 +264,59 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_ddp_on_two_processes_equals_one_process(tmp_path):
+@pytest.fixture(scope="module")
+def ddp_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of :mod:`ddp_fit`'s results, from one 2-process run for the tests below."""
+    out = tmp_path_factory.mktemp("ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(_free_port())}
     for name in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], env=env,
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    for kind in KINDS:
-        reference, progressive = _single_process(kind)
-        ranks = [torch.load(tmp_path / f"{kind}_rank{r}.pt", weights_only=False) for r in (0, 1)]
-        for result in ranks:
-            assert result["steps"] == reference.rounds == 10
-            # units counted once for the global stream, not once per process
-            assert result["counters"] == (reference.compute_units, 240, 10) == (2160, 240, 10)
-            _assert_close(result["state"], reference.state_dict())
-            _assert_close(result["progressive"], progressive)
-        for key, value in ranks[0]["state"].items():
-            assert not torch.is_tensor(value) or torch.equal(value, ranks[1]["state"][key]), key
+    return out
+
+
+def _rank_results(out: Path, name: str) -> list[dict[str, Any]]:
+    """The two ranks' results of one run; they hold the same bits."""
+    ranks = [torch.load(out / f"{name}_rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for key, value in ranks[0]["state"].items():
+        assert not torch.is_tensor(value) or torch.equal(value, ranks[1]["state"][key]), key
+    return ranks
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("run", ["whole", "mid_epoch", "stopped"])
+def test_ddp_on_two_processes_equals_one_process(ddp_out, kind, run):
+    """An uninterrupted pass, and passes resumed by fresh 2-process fits from a checkpoint that
+    ``ModelCheckpoint`` wrote mid-epoch (Lightning restores the stream) or that a run stopped by
+    ``max_steps`` saved (its epoch is finished: the module restores the stream)."""
+    reference, progressive = _single_process(kind)
+    start = {"whole": 0, "mid_epoch": SAVE_STEP, "stopped": STOP_STEP}[run]
+    for result in _rank_results(ddp_out, f"{kind}_{run}"):
+        assert result["steps"] == reference.rounds == 10
+        assert result["batches"] == 10 - start  # a resumed fit learns the rest of the stream
+        # units counted once for the global stream, not once per process
+        assert result["counters"] == (reference.compute_units, 240, 10) == (2160, 240, 10)
+        _assert_close(result["state"], reference.state_dict())
+        _assert_close(result["progressive"], progressive)
         if kind == "ogb":
-            assert 0.1 < float(ranks[0]["state"]["sigma"].max()) < 0.9
+            assert 0.1 < float(result["state"]["sigma"].max()) < 0.9
+    if run == "whole":
+        return
+    name, step = (f"step={SAVE_STEP}", SAVE_STEP) if run == "mid_epoch" else ("stopped", STOP_STEP)
+    checkpoint = torch.load(ddp_out / f"{kind}_ckpt" / f"{name}.ckpt", weights_only=False)
+    assert checkpoint["global_step"] == step
+    assert checkpoint["state_dict"]["booster._extra_state"]["samples_seen"] == 25 * step
+    # the global stream's position, the same on every rank, where the booster stopped
+    assert checkpoint["torchboost_progressive"]["streams"][0]["batches_consumed"] == step
+    assert not list((ddp_out / f"{kind}_ckpt").glob(".*.tmp"))  # AtomicCheckpointIO's
+
+
+def test_ddp_on_two_processes_skips_bad_rows_like_one_process(ddp_out):
+    reference, whole = _screened_single_process()
+    for result in _rank_results(ddp_out, "sgb_screened"):
+        assert result["counters"] == (reference.compute_units, 233, 10)
+        _assert_close(result["state"], reference.state_dict())
+        _assert_screened_counts(result["counts"], whole)

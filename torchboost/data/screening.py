@@ -136,6 +136,10 @@ class ScreenedStream:
     a stream that cannot be resumed has no ``state_dict``, so Lightning and
     :class:`~torchboost.lightning.StreamingBoosterModule` see that it cannot be resumed.
 
+    **Data-parallel training.** :meth:`shard` makes the wrapper hand on one process's part of
+    every screened global batch, so ``ScreenedStream(DataStream(...), booster, policy="skip")``
+    trains under ``Trainer(strategy="ddp")`` (see :meth:`shard`).
+
     Args:
         stream: the iterable of ``(x, y)`` batches (a DataStream, a DataLoader, a generator, a
             list of batches...).
@@ -183,9 +187,11 @@ class ScreenedStream:
         self.rows_seen = 0
         #: skipped rows by reason (every reason of :data:`REASONS`, zeros included)
         self.skipped = dict.fromkeys(REASONS, 0)
-        #: batches read with no rows, and batches not handed on (empty or all rows bad)
+        #: batches read with no rows, and batches not handed on (empty, all rows bad, or too few
+        #: clean rows for every rank of a :meth:`shard`)
         self.empty_batches = 0
         self.dropped_batches = 0
+        self.rank, self.world_size = 0, 1
 
     @property
     def skipped_rows(self) -> int:
@@ -203,6 +209,31 @@ class ScreenedStream:
         """The wrapped stream's number of batches (``TypeError`` if it has no length)."""
         return len(self.stream)  # type: ignore[arg-type]
 
+    def shard(self, rank: int, world_size: int) -> None:
+        """From now on, hand on only rank ``rank``'s part of every screened global batch, for
+        data-parallel training over ``world_size`` processes (``shard(0, 1)`` undoes it);
+        :class:`~torchboost.lightning.StreamingBoosterModule` calls it under DDP.
+
+        The wrapped stream is *not* sharded: every rank reads and screens the whole global
+        batch, then splits its clean rows into ``world_size`` contiguous parts as by
+        ``torch.tensor_split`` and hands on part ``rank``. Screening the shards instead would let
+        the ranks disagree — one rank dropping a batch whose part is all bad (or raising under
+        ``policy="raise"``) while the others wait for it in a collective — and leave each rank
+        with its own counts, of which a checkpoint (written by rank 0) would restore rank 0's on
+        every rank. So every rank makes the same decisions, raises the same
+        :class:`BadInputError`, and holds the counters and :meth:`state_dict` of the global
+        stream; the replicas learn on the clean rows of each global batch, exactly the batches of
+        a single-process run through the same screen. Wrap the *global* stream (built from the
+        same data and seed on every rank), not one already sharded.
+
+        One difference: a batch left with fewer clean rows than ``world_size`` cannot give every
+        rank a row; it is not handed on (counted in :attr:`dropped_batches`, its clean rows in no
+        skip reason), where a single process would learn on those rows.
+        """
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must lie in [0, {world_size}), got {rank}")
+        self.rank, self.world_size = rank, world_size
+
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         for batch in self.stream:
             try:
@@ -212,8 +243,16 @@ class ScreenedStream:
                 raise TypeError(f"batch {self.batches_seen} is not an (x, y) pair of row "
                                 f"sequences") from error
             screened = self._screen(x, y)
-            if screened is not None:
+            if screened is None:
+                continue
+            if self.world_size == 1:
                 yield screened
+            elif screened[0].shape[0] < self.world_size:
+                self.dropped_batches += 1  # every rank sees the same count: all drop it
+            else:
+                x, y = screened
+                yield x.tensor_split(self.world_size)[self.rank], y.tensor_split(
+                    self.world_size)[self.rank]
 
     # ----------------------------------------------------------------- checks
     def _screen(self, x: Any, y: Any) -> tuple[Tensor, Tensor] | None:

@@ -91,12 +91,13 @@ class StreamingBoosterModule(pl.LightningModule):
     booster of a single-process run over the same global batches and compute units are counted
     once; it also switches DDP's own gradient averaging off (the booster reduces, weighting
     unequal shards exactly). :meth:`on_train_start` shards every training iterable with its
-    ``shard(rank, world_size)`` method (:meth:`torchboost.data.DataStream.shard`; the data and
-    seed must be the same on every rank): Lightning only shards ``DataLoader`` samplers, and a
+    ``shard(rank, world_size)`` method (:meth:`torchboost.data.DataStream.shard`, and
+    :meth:`torchboost.data.ScreenedStream.shard` for a screened one; the data and seed must be
+    the same on every rank): Lightning only shards ``DataLoader`` samplers, and a
     ``DistributedSampler`` would reorder and pad the stream, so any other iterable raises. The
     progressive scores are those of the global batches, and the state a checkpoint holds (booster,
-    stream position, sums) is the global one, the same on every rank; :meth:`teardown` takes the
-    synchronizer off the booster again.
+    stream position, sums) is the global one, the same on every rank, so a DDP fit resumes from
+    it as above; :meth:`teardown` takes the synchronizer off the booster again.
     """
 
     def __init__(self, booster: Booster) -> None:
