@@ -27,6 +27,7 @@ from ddp_fit import (
     BAD_FEATURE_ROWS,
     BAD_LABEL_ROWS,
     KINDS,
+    N_FEATURES,
     SAVE_STEP,
     STOP_STEP,
     build_booster,
@@ -36,7 +37,7 @@ from ddp_fit import (
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from torchboost import OzaBoost, StagewiseGB, TwoLayerNet
+from torchboost import SGB, OzaBoost, StagewiseGB, StumpRegressor, TwoLayerNet
 from torchboost.boosters import Booster
 from torchboost.data import DataStream, ScreenedStream
 from torchboost.distributed import ProcessGroupSync, Synchronizer
@@ -151,7 +152,7 @@ def test_replicas_on_shards_equal_one_process_on_global_batches(kind):
     # the learners' gradients travel in one buffer per round
     n_params = sum(p.numel() for p in first.parameters())
     assert group.calls.count((torch.float32, n_params)) == 10
-    assert group.calls.count((torch.int64, 1)) == 10  # the global batch size
+    assert group.calls.count((torch.int64, 2)) == 10  # global batch size, rejected shards
     if kind == "ogb":
         assert 0.1 < float(reference.sigma.max()) < 0.9  # σ moved and is not clipped
 
@@ -224,6 +225,40 @@ def test_distribute_refuses_boosters_it_cannot_keep_consistent():
                                                               nn.Linear(3, 1)), 2)
     with pytest.raises(ValueError, match="BatchNorm running statistics"):
         norm.distribute(sync)
+    stumps = SGB(lambda: StumpRegressor(3, curvature=2.0), n_learners=2)
+    with pytest.raises(ValueError, match=r"per-round state cannot be synchronised.*StumpRegressor"):
+        stumps.distribute(sync)
+
+
+def test_a_shard_failing_its_checks_stops_every_replica_with_nothing_changed():
+    # rank 1's shard has a NaN row: it raises its own error, rank 0 learns that a replica
+    # rejected the batch from the same all-reduce that sums the shard sizes, so neither waits
+    # alone in a later collective, and both states stay as they were
+    group = ThreadGroup(2)
+    boosters = [build_booster("sgb") for _ in range(2)]
+    before = [{k: v.clone() for k, v in b.state_dict().items() if torch.is_tensor(v)}
+              for b in boosters]
+    x, y = torch.randn(2, 13, N_FEATURES), torch.randint(0, 2, (2, 13)).float()  # logistic
+    x[1, 4, 0] = float("nan")
+    errors: list[str] = ["", ""]
+
+    def run(rank: int) -> None:
+        boosters[rank].distribute(ThreadSync(group, rank))
+        try:
+            boosters[rank].learn(x[rank], y[rank])
+        except ValueError as error:
+            errors[rank] = str(error)
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert "1 other replica(s) rejected their shard" in errors[0]
+    assert "features contain NaN or inf (rows [4])" in errors[1]
+    for booster, state in zip(boosters, before, strict=True):
+        assert booster.rounds == 0 and booster.compute_units == 0
+        assert all(torch.equal(booster.state_dict()[k], v) for k, v in state.items())
 
 
 def test_process_group_sync_needs_an_initialised_process_group():

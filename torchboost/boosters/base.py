@@ -154,6 +154,11 @@ class Booster(nn.Module, ABC):
                 raise ValueError("weak learners with BatchNorm running statistics would update "
                                  "them from each rank's shard alone; use "
                                  "track_running_stats=False to train data-parallel")
+            reasons = {reason for m in self.learners.modules()
+                       if (reason := getattr(m, "loop_only_reason", None))}
+            if reasons:
+                raise ValueError("weak learners that keep their own per-round state cannot be "
+                                 "synchronised across processes: " + "; ".join(sorted(reasons)))
         self.sync = sync
 
     # --- public API ---------------------------------------------------------------------------
@@ -162,22 +167,45 @@ class Booster(nn.Module, ABC):
         the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged;
         a round that produces NaN or inf raises :class:`~torchboost.boosters.guards.DivergenceError`
         naming the learner (see :mod:`torchboost.boosters.guards`)."""
-        x = self._check_features(x)
-        z = self._check_labels(y, x.shape[0])
-        self._round_size = x.shape[0] if self.sync is None else self.sync.total(x.shape[0])
+        x, z = self._checked_round_input(x, y)
         outputs = self._learner_outputs(x)
         h = outputs.detach()
         partials = self.partial_sums(h, self.initial_prediction(x))
         prediction = self.combine(partials)
         targets = self.learner_targets(h, partials, z)
         check_round(h, partials, targets, self.sync)  # DivergenceError: nothing has changed
-        shard_share = x.shape[0] / self._round_size  # B_r / B: 1 alone
+        output_grad = self.learner_loss_grad(h, targets)
+        if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
+            output_grad = output_grad * (x.shape[0] / self._round_size)
         with guard_step(self.learners):  # non-finite gradients/stepped parameters: raises
-            self.learners.step_outputs(outputs, self.learner_loss_grad(h, targets) * shard_share,
-                                       sync=self.sync)
+            self.learners.step_outputs(outputs, output_grad, sync=self.sync)
         self.after_step(h, partials, z)
         self._record_round(x, h, targets, z)
         return prediction
+
+    def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """Checked features and encoded labels of a round, and its (global) batch size in
+        ``_round_size``. Distributed, one all-reduce carries the shard sizes and whether any
+        replica's shard failed the checks, so that every replica raises together (a replica
+        left alone in the next collective would hang or pair with the wrong round)."""
+        try:
+            x = self._check_features(x)
+            z = self._check_labels(y, x.shape[0])
+        except ValueError:
+            if self.sync is not None:
+                self.sync.sum_([torch.tensor([0, 1], dtype=torch.int64, device=self.sync.device)])
+            raise
+        if self.sync is None:
+            self._round_size = x.shape[0]
+            return x, z
+        counts = torch.tensor([x.shape[0], 0], dtype=torch.int64, device=self.sync.device)
+        self.sync.sum_([counts])
+        size, rejected = counts.tolist()
+        if rejected:
+            raise ValueError(f"{rejected} other replica(s) rejected their shard of this batch "
+                             "(see the error on those ranks); the round was skipped everywhere")
+        self._round_size = size
+        return x, z
 
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:

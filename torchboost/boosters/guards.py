@@ -76,7 +76,7 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
     so that all of them raise together instead of leaving the others waiting in a collective.
     """
     found: list[tuple[int, str]] = []
-    if not math.isfinite(torch.cat((h, partials, targets)).sum().item()):
+    if not math.isfinite((h.sum() + partials.sum() + targets.sum()).item()):
         # an empty list here means that the sum overflowed although every entry is finite
         found = [(row, what) for row, what in (
             (_first_bad_row(h), "output h_i(x)"),
@@ -157,6 +157,9 @@ def _norms_bounded(tensors: list[Tensor]) -> bool:
     if not tensors:
         return True
     norms = torch.stack(torch._foreach_norm(tensors, 2))
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) == 1:  # the usual case: a scalar limit, no host-to-device copy
+        return bool((norms <= _square_limit(dtypes.pop())).all())
     limits = torch.tensor([_square_limit(t.dtype) for t in tensors], device=norms.device)
     return bool((norms <= limits).all())
 

@@ -76,8 +76,14 @@ class MultiPassStream:
     def shard(self, rank: int, world_size: int) -> None:
         """Split every global batch of every pass across ``world_size`` data-parallel processes
         (:meth:`DataStream.shard`); length and state stay global."""
-        for stream in self._streams:
-            stream.shard(rank, world_size)
+        previous = [(stream.rank, stream.world_size) for stream in self._streams]
+        try:
+            for stream in self._streams:
+                stream.shard(rank, world_size)
+        except ValueError:  # a pass too small to split: leave every pass as it was
+            for stream, (old_rank, old_world) in zip(self._streams, previous, strict=True):
+                stream.shard(old_rank, old_world)
+            raise
 
     def reset(self) -> None:
         """Rewind every pass, back to the first batch of pass 0."""

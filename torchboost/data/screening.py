@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from torch import Tensor
 
+from torchboost.data.stream import is_stateful
 from torchboost.losses import Loss, get_loss
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class ScreenedStream:
 
     def __new__(cls, stream: Iterable[Any] | None = None, *args: Any,
                 **kwargs: Any) -> ScreenedStream:
-        if cls is ScreenedStream and _is_stateful(stream):
+        if cls is ScreenedStream and is_stateful(stream):
             cls = ResumableScreenedStream
         return super().__new__(cls)
 
@@ -423,11 +424,6 @@ class ResumableScreenedStream(ScreenedStream):
         self.skipped = {reason: int(state["skipped"][reason]) for reason in REASONS}
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
-
-
-def _is_stateful(stream: Any) -> bool:
-    return callable(getattr(stream, "state_dict", None)) and callable(
-        getattr(stream, "load_state_dict", None))
 
 
 def _row_tensor(row: Any) -> Tensor | None:

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from torchboost.data.dataset import Dataset
 
-__all__ = ["STD_FLOOR", "DataStream", "Standardize", "make_test_tensors"]
+__all__ = ["STD_FLOOR", "DataStream", "Standardize", "is_stateful", "make_test_tensors"]
 
 Standardize = Literal["auto", "warmup", "running"] | None
 """Feature standardisation mode of a :class:`DataStream` (see its docstring)."""
@@ -309,3 +309,10 @@ def make_test_tensors(stream: DataStream, dataset: Dataset) -> tuple[Tensor, Ten
     after the pass (or wherever the evaluation happens) to use the statistics seen so far.
     """
     return stream.transform(dataset.x_test), dataset.y_test
+
+
+def is_stateful(stream: Any) -> bool:
+    """Whether ``stream`` can save and restore its position (``state_dict``/``load_state_dict``,
+    Lightning's ``_Stateful`` protocol), so that a checkpointed fit resumes it exactly."""
+    return callable(getattr(stream, "state_dict", None)) and callable(
+        getattr(stream, "load_state_dict", None))

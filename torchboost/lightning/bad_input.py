@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
 
 from torchboost.data.screening import ScreenedStream
+from torchboost.lightning.module import train_iterables
 from torchboost.lightning.scalars import log_scalars
 
 __all__ = ["BadInputLogger", "screened_streams"]
@@ -56,9 +56,4 @@ class BadInputLogger(pl.Callback):
 def screened_streams(trainer: pl.Trainer) -> list[ScreenedStream]:
     """The :class:`~torchboost.data.ScreenedStream` objects among the running fit's training
     iterables (one, or a list, tuple or mapping of them; none outside a fit)."""
-    loaders = trainer.train_dataloader
-    if isinstance(loaders, Mapping):
-        loaders = list(loaders.values())
-    elif not isinstance(loaders, list | tuple):
-        loaders = [loaders]
-    return [loader for loader in loaders if isinstance(loader, ScreenedStream)]
+    return [loader for loader in train_iterables(trainer) if isinstance(loader, ScreenedStream)]

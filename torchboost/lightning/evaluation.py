@@ -135,7 +135,8 @@ class HeldOutEvaluator:
         if float(state["every_units"]) != self.every_units:
             raise ValueError(f"checkpoint evaluated every {state['every_units']} units, this "
                              f"evaluator every {self.every_units}")
-        if state["growth"] != self.growth:
-            raise ValueError(f"checkpoint's evaluation schedule grew by {state['growth']}, this "
+        growth = state.get("growth")  # absent from checkpoints older than the growth option
+        if growth != self.growth:
+            raise ValueError(f"checkpoint's evaluation schedule grew by {growth}, this "
                              f"evaluator's by {self.growth}")
         self.next_at = float(state["next_at"])

@@ -13,6 +13,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from torchboost.boosters import Booster
+from torchboost.data.stream import is_stateful
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.round_optimizer import BoostingRound
 
@@ -195,7 +196,7 @@ class StreamingBoosterModule(pl.LightningModule):
             # Lightning restored no loader state: the checkpoint's epoch counts as finished
             # (e.g. a run stopped by ``max_steps``) and the trainer starts a new one. Loading
             # here takes effect because a DataStream reads its position when first advanced.
-            stateful = [loader for loader in loaders if _is_stateful(loader)]
+            stateful = [loader for loader in loaders if is_stateful(loader)]
             if len(stateful) != len(pending):
                 raise RuntimeError(f"the checkpoint holds the state of {len(pending)} training "
                                    f"stream(s), this fit has {len(stateful)}")
@@ -213,7 +214,7 @@ class StreamingBoosterModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         streams = [loader.state_dict() for loader in self._train_iterables()
-                   if _is_stateful(loader)]
+                   if is_stateful(loader)]
         checkpoint[_CHECKPOINT_KEY] = {"sums": dict(self._sums), "samples": self._samples,
                                        "streams": streams}
 
@@ -224,13 +225,18 @@ class StreamingBoosterModule(pl.LightningModule):
         self._pending_streams = state["streams"]
 
     def _train_iterables(self) -> list[Any]:
-        """The training iterables of the running fit (none outside one)."""
-        loaders = self.trainer.train_dataloader
-        if loaders is None:
-            return []
-        if isinstance(loaders, Mapping):
-            return list(loaders.values())
-        return list(loaders) if isinstance(loaders, list | tuple) else [loaders]
+        return train_iterables(self.trainer)
+
+
+def train_iterables(trainer: pl.Trainer) -> list[Any]:
+    """The training iterables of ``trainer``'s running fit: one, or the items of a list, tuple or
+    mapping of them (none outside a fit)."""
+    loaders = trainer.train_dataloader
+    if loaders is None:
+        return []
+    if isinstance(loaders, Mapping):
+        return list(loaders.values())
+    return list(loaders) if isinstance(loaders, list | tuple) else [loaders]
 
 
 def _global_scores(sync: Synchronizer, size: int,
@@ -246,15 +252,10 @@ def _global_scores(sync: Synchronizer, size: int,
 
 def _resume_problem(loader: Any) -> str | None:
     """Why ``loader`` cannot continue exactly from a checkpoint's position, if it cannot."""
-    if not _is_stateful(loader):
+    if not is_stateful(loader):
         return "it has no state_dict/load_state_dict, so it would replay the stream from its start"
     if sized_len(loader) is None:
         return ("it has no length, so Lightning prefetched from it and its saved position is a "
                 "batch ahead of the booster")
     return None
 
-
-def _is_stateful(loader: Any) -> bool:
-    """Whether Lightning can checkpoint ``loader``'s position (its ``_Stateful`` protocol)."""
-    return callable(getattr(loader, "state_dict", None)) and callable(
-        getattr(loader, "load_state_dict", None))
