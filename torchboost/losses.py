@@ -6,6 +6,10 @@ binary) or ``(B,)`` (class indices for :class:`SoftmaxCrossEntropy`). It gives
 
 * :meth:`Loss.value` — per-example loss, shape ``(..., B)``;
 * :meth:`Loss.gradient` — the (sub)gradient with respect to ``y``, same shape as ``y``;
+* :meth:`Loss.hessian` — the diagonal of the Hessian with respect to ``y`` (smooth losses), and
+  :meth:`Loss.newton` — the diagonal Newton direction ``g / max(H, floor)`` with its weights
+  ``max(H, floor)``, the working response and weights of second-order boosting (LogitBoost,
+  Friedman, Hastie & Tibshirani 2000; XGBoost, Chen & Guestrin 2016);
 * the constants the algorithms need: strong convexity ``λ`` and smoothness ``β`` (SGB, Hu et al.
   2017, Thm. 5.1/5.2) and, on the ball of radius ``b``, OGB's ``L_b``, ``β_b`` and ``ε_b``
   (Beygelzimer et al. 2015, Sec. 3.1; the table in ``NOTES.md``). The OGB constants assume labels
@@ -77,6 +81,30 @@ class Loss(ABC):
     @abstractmethod
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         """(Sub)gradient ``∇_y ℓ(y; z)``, same shape as ``y``."""
+
+    def hessian(self, y: Tensor, z: Tensor) -> Tensor:
+        """Diagonal of the Hessian ``∂²ℓ/∂y_k²``, same shape as ``y`` (smooth losses only)."""
+        raise NotImplementedError(f"{type(self).__name__} has no Hessian (not twice "
+                                  "differentiable); second-order targets need a smooth loss")
+
+    @property
+    def has_hessian(self) -> bool:
+        """Whether :meth:`hessian` is defined (second-order boosting is possible)."""
+        return type(self).hessian is not Loss.hessian
+
+    def newton(self, y: Tensor, z: Tensor, floor: float) -> tuple[Tensor, Tensor]:
+        """Diagonal Newton direction and its weights at ``y``: ``(g / w, w)`` with ``g`` the
+        gradient and ``w = max(H, floor)`` the floored diagonal Hessian.
+
+        Fitting ``h`` to ``g / w`` by least squares weighted by ``w`` is minimising the
+        second-order expansion ``Σ_k g_k h_k + ½ w_k h_k²`` of ``ℓ(y + h)`` (up to a constant and
+        the sign convention ``y − h``): LogitBoost's working response (Friedman, Hastie &
+        Tibshirani 2000, Alg. 3) and XGBoost's objective (Chen & Guestrin 2016, Eq. 3). The
+        floor keeps the weighted problem strongly convex where the loss is flat (confident
+        softmax/logistic scores, Huber's linear part): the direction is at most ``|g| / floor``.
+        """
+        weights = self.hessian(y, z).clamp_min(floor)
+        return self.gradient(y, z) / weights, weights
 
     @abstractmethod
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
@@ -166,6 +194,9 @@ class SquaredLoss(Loss):
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return y - z
 
+    def hessian(self, y: Tensor, z: Tensor) -> Tensor:
+        return torch.ones_like(y)
+
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
         return _regression_target(target, n_outputs)
 
@@ -221,6 +252,10 @@ class HuberLoss(Loss):
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return (y - z).clamp(-self.delta, self.delta)
 
+    def hessian(self, y: Tensor, z: Tensor) -> Tensor:
+        """1 on the quadratic part ``|y − z| ≤ δ``, 0 on the linear part."""
+        return ((y - z).abs() <= self.delta).to(y.dtype)
+
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
         return _regression_target(target, n_outputs)
 
@@ -249,6 +284,11 @@ class LogisticLoss(Loss):
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return -z * torch.sigmoid(-z * y)
+
+    def hessian(self, y: Tensor, z: Tensor) -> Tensor:
+        """``σ(y)(1 − σ(y))``, the same for both labels."""
+        p = torch.sigmoid(y)
+        return p * (1.0 - p)
 
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
         return _signed_binary_target(target, n_outputs)
@@ -320,6 +360,16 @@ class SoftmaxCrossEntropy(Loss):
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return torch.softmax(y, dim=-1) - F.one_hot(z, y.shape[-1]).to(y.dtype)
+
+    def hessian(self, y: Tensor, z: Tensor) -> Tensor:
+        """Diagonal ``p_k(1 − p_k)`` of the Hessian ``diag(p) − p pᵀ``, ``p = softmax(y)``."""
+        p = torch.softmax(y, dim=-1)
+        return p * (1.0 - p)
+
+    def newton(self, y: Tensor, z: Tensor, floor: float) -> tuple[Tensor, Tensor]:
+        p = torch.softmax(y, dim=-1)  # once, for both the gradient and the Hessian
+        weights = (p * (1.0 - p)).clamp_min(floor)
+        return (p - F.one_hot(z, y.shape[-1]).to(y.dtype)) / weights, weights
 
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
         _check_finite(target)

@@ -8,9 +8,10 @@ A booster owns N weak learners (:class:`~torchboost.learners.WeakLearners`) and 
 2. the booster combines the *detached* predictions into partial sums ``y^0..y^N``
    (:meth:`Booster.partial_sums`) and its prediction (:meth:`Booster.combine`) — no graph ever
    links one learner to another;
-3. after the labels are revealed each learner gets its own detached target or linear loss
-   (:meth:`Booster.learner_targets`; the gradient of its loss, :meth:`Booster.learner_loss_grad`,
-   is closed-form), and all learners take one optimizer step;
+3. after the labels are revealed each learner gets its own detached target or linear loss, and
+   optionally per-output weights (:meth:`Booster.learner_objective`; the gradient of its loss,
+   :meth:`Booster.learner_loss_grad` times the weights, is closed-form), and all learners take
+   one optimizer step;
 4. algorithm state (σ for OGB, running y0) is updated (:meth:`Booster.after_step`).
 
 The prediction returned by :meth:`Booster.learn` is the one made *before* the update, so summing
@@ -114,6 +115,13 @@ class Booster(nn.Module, ABC):
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """Each learner's regression target ``(N, B, m)`` after the labels ``z`` are revealed."""
 
+    def learner_objective(self, h: Tensor, partials: Tensor,
+                          z: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Each learner's target ``(N, B, m)`` and per-output weights of its loss (``None``:
+        unweighted). Default: :meth:`learner_targets`, unweighted; second-order boosting
+        (:class:`~torchboost.SGB` with ``targets="newton"``) weights by the loss's Hessian."""
+        return self.learner_targets(h, partials, z), None
+
     def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
         """Gradient, with respect to the learners' outputs ``h (N, B, m)``, of the sum of the
         learners' own training losses. Default: the squared error to the target,
@@ -172,15 +180,17 @@ class Booster(nn.Module, ABC):
         h = outputs.detach()
         partials = self.partial_sums(h, self.initial_prediction(x))
         prediction = self.combine(partials)
-        targets = self.learner_targets(h, partials, z)
+        targets, weights = self.learner_objective(h, partials, z)
         check_round(h, partials, targets, self.sync)  # DivergenceError: nothing has changed
         output_grad = self.learner_loss_grad(h, targets)
+        if weights is not None:  # a per-output weighted loss: its gradient, output by output
+            output_grad = output_grad * weights
         if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
             output_grad = output_grad * (x.shape[0] / self._round_size)
         with guard_step(self.learners):  # non-finite gradients/stepped parameters: raises
             self.learners.step_outputs(outputs, output_grad, sync=self.sync)
         self.after_step(h, partials, z)
-        self._record_round(x, h, targets, z)
+        self._record_round(x, h, targets, z, weights=weights)
         return prediction
 
     def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -245,7 +255,8 @@ class Booster(nn.Module, ABC):
         return y0.expand(x.shape[0], self.out_dim)
 
     def edges(self) -> Tensor:
-        """Running edge estimate per learner, ``γ_i = 1 − Σ‖target − h‖² / Σ‖target‖²``."""
+        """Running edge estimate per learner, ``γ_i = 1 − Σ‖target − h‖² / Σ‖target‖²`` (both
+        sums weighted when the learners' losses are)."""
         return 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(1e-300)
 
     def diagnostics(self) -> dict[str, Tensor]:
@@ -268,14 +279,21 @@ class Booster(nn.Module, ABC):
         return out
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
-                      first: int = 0) -> None:
-        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``.
-        When distributed, the batch sums are all-reduced (one call) and the counters advance by
-        the global batch, so every rank holds the single-process state."""
+                      first: int = 0, weights: Tensor | None = None) -> None:
+        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``
+        (``weights``: those of the learners' losses, for the edges). When distributed, the batch
+        sums are all-reduced (one call) and the counters advance by the global batch, so every
+        rank holds the single-process state."""
         batch = x.shape[0] if self.sync is None else self._round_size
         with torch.no_grad():
-            target_sq = targets.square().sum(-1)
-            sums = [(targets - h).square().sum(-1).sum(-1), target_sq.sum(-1),
+            target_sq = targets.square()
+            residual_sq = (targets - h).square()
+            if weights is None:
+                target_sq = weighted_target_sq = target_sq.sum(-1)
+            else:
+                weighted_target_sq = (weights * target_sq).sum(-1)
+                target_sq, residual_sq = target_sq.sum(-1), weights * residual_sq
+            sums = [residual_sq.sum(-1).sum(-1), weighted_target_sq.sum(-1),
                     target_sq.sqrt().sum(-1)]
             if self.y0_mode == "mean":
                 sums.append(self.loss.target_statistic(z, self.out_dim).sum(0))

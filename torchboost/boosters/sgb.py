@@ -1,29 +1,60 @@
-"""Streaming Gradient Boosting for smooth losses (Hu et al., AISTATS 2017, Alg. 1)."""
+"""Streaming Gradient Boosting for smooth losses (Hu et al., AISTATS 2017, Alg. 1), with optional
+second-order (Newton) targets and learned step sizes."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
 
-__all__ = ["SGB"]
+__all__ = ["DEFAULT_HESSIAN_FLOOR", "SGB", "StepSizeAdam"]
+
+Targets = Literal["gradient", "newton"]
+
+#: Default floor of the diagonal Hessian in Newton targets (see :meth:`Loss.newton`): the
+#: direction is at most ``|g| / 0.01 = 100 |g|``, and a softmax/logistic score whose probability
+#: is within about 1 % of 0 or 1 keeps a weight of 0.01 (the largest possible weight is ¼).
+DEFAULT_HESSIAN_FLOOR = 1e-2
 
 
 class SGB(Booster):
     """Streaming Gradient Boosting, Alg. 1 of Hu et al. (2017).
 
-    Prediction (lines 4–8): ``y^0 = y0``, ``y^i = y^{i−1} − η h_i(x)``, predict ``y^N``.
+    Prediction (lines 4–8): ``y^0 = y0``, ``y^i = y^{i−1} − η_i h_i(x)``, predict ``y^N``.
     Update (lines 10–13): learner ``i`` takes one optimizer step on ``‖∇ℓ(y^{i−1}) − h_i(x)‖²`` —
     the gradient at the *previous* partial sum is its regression target.
 
+    Two options go beyond the paper (both off by default):
+
+    * ``targets="newton"``: learner ``i`` fits the diagonal Newton direction ``g / w`` at
+      ``y^{i−1}`` by least squares weighted by ``w = max(H, hessian_floor)``, ``H`` the loss's
+      diagonal Hessian there (:meth:`~torchboost.losses.Loss.newton`) — LogitBoost's working
+      response and weights (Friedman, Hastie & Tibshirani 2000, Alg. 3) and XGBoost's
+      second-order objective (Chen & Guestrin 2016, Eq. 3–6), applied to every stage of the
+      stream. The learner's loss is ``mean_b Σ_k w_k (g_k / w_k − h_k)²``, whose gradient
+      ``2 (w h − g) / B`` stays bounded where ``H → 0``. For squared loss ``H = 1``, so Newton
+      targets equal gradient targets. Needs a loss with a Hessian (not absolute or hinge).
+    * ``step="learned"``: each ``η_i`` is learned online from the booster's own loss at the
+      partial sum it produces, ``ℓ(y^i) = ℓ(y^{i−1} − η_i h_i)``, whose derivative is
+      ``∂ℓ(y^i)/∂η_i = −∇ℓ(y^i) · h_i`` in closed form (no autograd across learners). The rule
+      is Adam (:class:`StepSizeAdam`) on ``log η_i`` with learning rate ``step_lr``, starting
+      from the default ``η`` below and kept within ``[η/100, 100 η]``; the batch mean of the
+      derivative (over the global batch when distributed) is one Adam step per round. The
+      ``η_i`` are in the ``state_dict`` and in :meth:`diagnostics` (``"step"``).
+
     Args:
-        step: the step ``η``. Default: Thm. 5.1's ``η = γ / (β(8 − 4γ))`` with edge ``γ = 1``,
-            i.e. ``1 / (4β)`` for the loss's smoothness ``β`` (0.25 for squared loss, 1 for
-            logistic, 0.5 for softmax).
+        step: the step ``η``, or ``"learned"``. Default (and the start of a learned step):
+            Thm. 5.1's ``η = γ / (β(8 − 4γ))`` with edge ``γ = 1``, i.e. ``η = 1/(4β)`` for the
+            loss's smoothness ``β`` (squared loss: β = 1, η = ¼; logistic: β = ¼, η = 1;
+            softmax: β = ½, η = ½). Newton targets are already scaled by the curvature, so
+            their default is the full Newton step's half, ``η = ½``, for every loss.
+        targets: ``"gradient"`` (the paper, default) or ``"newton"``.
+        hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
+        step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
         Other arguments: see :class:`~torchboost.boosters.base.Booster`.
 
     At test time the paper's experiments use the final learners ``h_i^T`` (Sec. 6.2), as here.
@@ -36,25 +67,113 @@ class SGB(Booster):
         >>> x, y = torch.randn(16, 2), torch.randn(16)
         >>> booster.learn(x, y).shape, booster.compute_units
         (torch.Size([16, 1]), 144)
+        >>> newton = SGB(lambda: nn.Linear(2, 3), n_learners=3, loss="softmax", n_outputs=3,
+        ...              targets="newton", step="learned")
+        >>> _ = newton.learn(x, torch.tensor([0, 1, 2, 0] * 4))
+        >>> newton.diagnostics()["step"].shape
+        torch.Size([3])
     """
 
-    def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
+    def __init__(self, learners: Any, loss: Any = "squared", *,
+                 step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
+                 hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
                  **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)
-        if step is None:
-            if not math.isfinite(self.loss.smoothness):
-                raise ValueError(f"{self.loss.name} loss is not smooth; pass step= explicitly or "
-                                 "use ResidualSGB (Alg. 2) for non-smooth losses")
-            step = 1.0 / (4.0 * self.loss.smoothness)
-        if not step > 0:
-            raise ValueError(f"step must be > 0, got {step}")
+        if targets not in ("gradient", "newton"):
+            raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
+        if targets == "newton" and not self.loss.has_hessian:
+            raise ValueError(f"targets='newton' needs a twice-differentiable loss; "
+                             f"{self.loss.name} has no Hessian (use targets='gradient')")
+        if not (math.isfinite(hessian_floor) and hessian_floor > 0):
+            raise ValueError(f"hessian_floor must be finite and > 0, got {hessian_floor}")
+        self.targets: Targets = targets
+        self.hessian_floor = float(hessian_floor)
+        learned = step == "learned"
+        if step is None or learned:
+            step = self.default_step()
+        if isinstance(step, str) or not (math.isfinite(step) and step > 0):
+            raise ValueError(f"step must be a finite number > 0 or 'learned', got {step!r}")
         self.step = float(step)
+        self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
+
+    def default_step(self) -> float:
+        """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
+        if self.targets == "newton":
+            return 0.5
+        if not math.isfinite(self.loss.smoothness):
+            raise ValueError(f"{self.loss.name} loss is not smooth; pass step= explicitly or "
+                             "use ResidualSGB (Alg. 2) for non-smooth losses")
+        return 1.0 / (4.0 * self.loss.smoothness)
 
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
-        """Alg. 1 line 6 for all i at once: ``y^i = y0 − η Σ_{j≤i} h_j``."""
-        sums = y0.unsqueeze(0) - self.step * h.cumsum(0)
-        return torch.cat([y0.unsqueeze(0), sums], dim=0)
+        """Alg. 1 line 6 for all i at once: ``y^i = y0 − Σ_{j≤i} η_j h_j``."""
+        if self.step_rule is None:
+            scaled = self.step * h
+        else:
+            scaled = self.step_rule.steps()[:h.shape[0], None, None].to(h.dtype) * h
+        return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) - scaled.cumsum(0)], dim=0)
 
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
-        """Alg. 1 line 11: ``∇ℓ(y^{i−1})``."""
-        return self.loss.gradient(partials[:-1], z)
+        """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there)."""
+        return self.learner_objective(h, partials, z)[0]
+
+    def learner_objective(self, h: Tensor, partials: Tensor,
+                          z: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Gradient targets, unweighted, or Newton targets with their Hessian weights."""
+        if self.targets == "newton":
+            return self.loss.newton(partials[:-1], z, self.hessian_floor)
+        return self.loss.gradient(partials[:-1], z), None
+
+    @torch.no_grad()
+    def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
+        """A learned step: one :class:`StepSizeAdam` step on ``∂ℓ(y^i)/∂η_i = −∇ℓ(y^i)·h_i``,
+        averaged over the (global) batch."""
+        if self.step_rule is not None:
+            slope = self.batch_mean(-(self.loss.gradient(partials[1:], z) * h).sum(-1))
+            self.step_rule.update(slope)
+
+    def diagnostics(self) -> dict[str, Tensor]:
+        out = super().diagnostics()
+        if self.step_rule is not None:
+            out["step"] = self.step_rule.steps().float()
+        return out
+
+
+class StepSizeAdam(torch.nn.Module):
+    """Adam (Kingma & Ba 2015, Alg. 1) on the log-steps ``log η_i`` of a booster's learners.
+
+    ``update(d)`` takes the derivatives ``d_i = ∂L/∂η_i``; by the chain rule the gradient in
+    log space is ``η_i d_i``. After the Adam step ``log η_i`` is clipped to
+    ``[log(η/100), log(100 η)]`` around the initial step ``η``. State (log-steps, moments, step
+    count) lives in buffers, so it is saved, loaded, moved between devices and, being updated
+    from all-reduced batch means, identical on every data-parallel replica.
+    """
+
+    def __init__(self, n: int, initial: float, lr: float = 0.01, betas: tuple[float, float] = (
+            0.9, 0.999), eps: float = 1e-8, spread: float = 100.0) -> None:
+        super().__init__()
+        if not (math.isfinite(lr) and lr > 0):
+            raise ValueError(f"step_lr must be finite and > 0, got {lr}")
+        self.lr, self.betas, self.eps = float(lr), betas, eps
+        self.bounds = (math.log(initial / spread), math.log(initial * spread))
+        self.register_buffer("log_step", torch.full((n,), math.log(initial), dtype=torch.float64))
+        self.register_buffer("exp_avg", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("exp_avg_sq", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def steps(self) -> Tensor:
+        """The current ``η_i``, ``(n,)`` in float64."""
+        return self.log_step.exp()
+
+    @torch.no_grad()
+    def update(self, derivative: Tensor) -> None:
+        """One Adam step on ``log η`` given ``∂L/∂η_i`` of shape ``(n,)``."""
+        grad = derivative.to(self.log_step.dtype) * self.steps()
+        beta1, beta2 = self.betas
+        self.count += 1
+        self.exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        m_hat = self.exp_avg / (1 - beta1 ** self.count)
+        v_hat = self.exp_avg_sq / (1 - beta2 ** self.count)
+        self.log_step.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
+        self.log_step.clamp_(*self.bounds)

@@ -22,10 +22,12 @@ class StagewiseGB(SGB):
     """Friedman's gradient boosting, one learner at a time, with shrinkage ``η``.
 
     Stage ``i`` trains learner ``i`` alone (its own Adam) on the pseudo-residual targets
-    ``∇ℓ(y^{i−1})`` where ``y^{i−1} = y0 − η Σ_{j<i} h_j(x)`` is recomputed for every batch by
-    passing it through the frozen learners ``1..i−1``: a stream cannot be revisited, so earlier
-    predictions are never cached (Hu et al. 2017, Sec. 6.2 and footnote 5). One example in stage
-    ``i`` therefore costs ``(i − 1) + 1 + 2`` units, and GB's total is ``T_B Σ_i i + 2 T_B N``.
+    ``∇ℓ(y^{i−1})`` (or, with ``targets="newton"``, the Hessian-weighted Newton direction there,
+    exactly as :class:`~torchboost.SGB`'s, so GB and SGB stay like for like) where
+    ``y^{i−1} = y0 − η Σ_{j<i} h_j(x)`` is recomputed for every batch by passing it through
+    the frozen learners ``1..i−1``: a stream cannot be revisited, so earlier predictions are
+    never cached (Hu et al. 2017, Sec. 6.2 and footnote 5). One example in stage ``i`` therefore
+    costs ``(i − 1) + 1 + 2`` units, and GB's total is ``T_B Σ_i i + 2 T_B N``.
 
     :meth:`learn` trains the current stage on one batch, :meth:`next_stage` freezes it, and
     :meth:`fit` runs every stage to convergence over a re-iterable set of batches. Learners run in
@@ -33,6 +35,9 @@ class StagewiseGB(SGB):
     """
 
     def __init__(self, learners: Any, loss: Any = "squared", **kwargs: Any) -> None:
+        if kwargs.get("step") == "learned":
+            raise ValueError("StagewiseGB takes a fixed step η (the shrinkage of Friedman 2001); "
+                             "step='learned' is for the streaming SGB")
         if isinstance(learners, WeakLearners) and learners.mode != "loop":
             raise ValueError("StagewiseGB steps one learner at a time; build its WeakLearners "
                              "with mode='loop'")
@@ -50,10 +55,12 @@ class StagewiseGB(SGB):
         output = self.learners.forward_one(i, x)
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
-        target = self.loss.gradient(partials[-2], z)
-        grad = self.learner_loss_grad(output.detach().unsqueeze(0), target.unsqueeze(0))[0]
-        self.learners.step_outputs(output, grad, index=i)
-        self._record_round(x, h[-1:], target.unsqueeze(0), z, first=i)
+        target, weights = self.learner_objective(h[-1:], partials[-2:], z)
+        grad = self.learner_loss_grad(h[-1:], target)
+        if weights is not None:
+            grad = grad * weights
+        self.learners.step_outputs(output, grad[0], index=i)
+        self._record_round(x, h[-1:], target, z, first=i, weights=weights)
         return partials[-1]
 
     @torch.no_grad()
