@@ -13,6 +13,9 @@ from torchboost import OGB, SGB, ConvexHullOGB, ResidualSGB, StagewiseGB, TwoLay
 BOOSTERS = {
     "SGB": lambda: SGB(lambda: TwoLayerNet(4, 3, out_features=3), "softmax", n_learners=3,
                        n_outputs=3, y0="mean"),
+    "SGB_newton_learned": lambda: SGB(lambda: TwoLayerNet(4, 3, out_features=3), "softmax",
+                                      n_learners=3, n_outputs=3, targets="newton",
+                                      step="learned", step_lr=0.05),
     "ResidualSGB": lambda: ResidualSGB(lambda: TwoLayerNet(4, 3), "hinge", n_learners=3),
     "OGB": lambda: OGB(lambda: TwoLayerNet(4, 3), "squared", n_learners=3),
     "ConvexHullOGB": lambda: ConvexHullOGB(lambda: TwoLayerNet(4, 3), "logistic", n_learners=3),

@@ -45,7 +45,7 @@ GLOBAL_BATCH = 25  # odd: the ranks' shards have 13 and 12 rows
 N_ROWS = 300  # 240 training rows: 9 full global batches and a last one of 15 (shards 8 and 7)
 KINDS = ("sgb", "ogb")
 #: every booster that supports data-parallel training (the in-process replica test runs them all)
-ALL_KINDS = (*KINDS, "residual_sgb", "convex_hull_ogb", "single_learner")
+ALL_KINDS = (*KINDS, "sgb_newton_learned", "residual_sgb", "convex_hull_ogb", "single_learner")
 
 
 SAVE_STEP = 4  # the ModelCheckpoint's mid-epoch save
@@ -57,7 +57,7 @@ BAD_LABEL_ROWS = (7, 200)
 
 def make_data(kind: str) -> Dataset:
     """SGB classifies (logistic loss), OGB regresses (squared loss)."""
-    make = synthetic_classification if kind == "sgb" else synthetic_regression
+    make = synthetic_classification if kind.startswith("sgb") else synthetic_regression
     return make(n=N_ROWS, d=N_FEATURES, seed=1)
 
 
@@ -81,12 +81,16 @@ def make_screened_stream(booster: Booster) -> ScreenedStream:
 def build_booster(kind: str) -> Booster:
     """Seeded boosters with TwoLayerNet learners: SGB with stacked learners and ``y0="mean"`` (a
     synchronised label statistic); OGB with learners run one by one (``mode="loop"``) and
-    ``η = 1``, where σ moves inside ``(0, 1)``; ResidualSGB (L1), ConvexHullOGB, SingleLearner."""
+    ``η = 1``, where σ moves inside ``(0, 1)``; SGB with Newton targets and learned steps;
+    ResidualSGB (L1), ConvexHullOGB, SingleLearner."""
     torch.manual_seed(0)
     learner = partial(TwoLayerNet, N_FEATURES, 3)
     common: dict[str, Any] = {"n_learners": 3, "optimizer_kwargs": {"lr": 0.05}}
     if kind == "sgb":
         return SGB(learner, "logistic", y0="mean", **common)
+    if kind == "sgb_newton_learned":  # Hessian weights and the step's Adam use global batches
+        return SGB(learner, "logistic", y0="mean", targets="newton", step="learned",
+                   step_lr=0.05, **common)
     if kind == "ogb":
         return OGB(learner, "squared", step=1.0, mode="loop", **common)
     if kind == "residual_sgb":

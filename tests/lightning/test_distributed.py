@@ -155,6 +155,10 @@ def test_replicas_on_shards_equal_one_process_on_global_batches(kind):
     assert group.calls.count((torch.int64, 2)) == 10  # global batch size, rejected shards
     if kind == "ogb":
         assert 0.1 < float(reference.sigma.max()) < 0.9  # σ moved and is not clipped
+    if kind == "sgb_newton_learned":  # the learned steps moved (from η = ½), on every replica
+        steps = reference.diagnostics()["step"]
+        assert (steps - 0.5).abs().min() > 1e-3
+        torch.testing.assert_close(first.diagnostics()["step"], steps)
 
 
 def _screened_single_process() -> tuple[Booster, ScreenedStream]:
