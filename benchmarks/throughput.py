@@ -7,6 +7,11 @@ the same work when nothing is split into learners.
 
     python benchmarks/throughput.py                 # CPU (and CUDA when available)
     python benchmarks/throughput.py --n 8 64 256 --device cuda --out results.json
+
+It also reports the extra cost per round of SGB's second-order options on a 10-class softmax
+problem of the same shape (``newton_overhead``: ``targets="newton"``; ``learned_overhead``:
+``targets="newton", step="learned"``; both relative to gradient targets with a fixed step),
+timed in alternating windows so that load from other processes hits every variant alike.
 """
 
 from __future__ import annotations
@@ -40,13 +45,36 @@ def _time(step: Callable[[], None], device: str, min_seconds: float, warmup: int
     return (time.perf_counter() - start) / calls
 
 
-def booster_step(n: int, mode: str, device: str) -> Callable[[], None]:
+def booster_step(n: int, mode: str, device: str, classes: int = 0,
+                 **options: object) -> Callable[[], None]:
+    """One ``learn`` of SGB: squared loss, or softmax over ``classes`` classes with ``options``."""
     torch.manual_seed(0)
-    booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, activation="leaky_relu"),
-                  n_learners=n, step=0.1, mode=mode).to(device)
+    out = max(classes, 1)
+    loss = "softmax" if classes else "squared"
+    booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, out, activation="leaky_relu"), loss,
+                  n_learners=n, n_outputs=out, mode=mode, **options).to(device)
     x = torch.randn(BATCH, IN_FEATURES, device=device)
-    y = torch.randn(BATCH, device=device)
+    y = (torch.randint(0, classes, (BATCH,)) if classes else torch.randn(BATCH)).to(device)
     return lambda: booster.learn(x, y)
+
+
+SECOND_ORDER = {"gradient": {"step": 0.5}, "newton": {"targets": "newton"},
+                "learned": {"targets": "newton", "step": "learned"}}
+
+
+def second_order_overheads(n: int, device: str, min_seconds: float,
+                           repeats: int = 5) -> dict[str, float]:
+    """Median over ``repeats`` alternating windows of each variant's seconds per round, as the
+    relative extra cost over gradient targets."""
+    steps = {name: booster_step(n, "stacked", device, 10, **options)
+             for name, options in SECOND_ORDER.items()}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            times[name].append(_time(step, device, min_seconds / repeats))
+    median = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+    return {f"{name}_overhead": median[name] / median["gradient"] - 1.0
+            for name in ("newton", "learned")}
 
 
 def monolithic_step(n: int, device: str) -> Callable[[], None]:
@@ -74,11 +102,14 @@ def measure(ns: list[int], device: str, min_seconds: float) -> list[dict]:
             row[name] = BATCH / _time(make(), device, min_seconds)
         row["stacked_over_loop"] = row["stacked"] / row["loop"]
         row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
+        row.update(second_order_overheads(n, device, min_seconds))
         rows.append(row)
         print(f"{device:5s} N={n:4d}  stacked {row['stacked']:10.0f}/s"
               f"  loop {row['loop']:10.0f}/s  monolithic {row['monolithic']:10.0f}/s"
               f"  stacked/loop {row['stacked_over_loop']:6.2f}"
-              f"  stacked/mono {row['stacked_over_monolithic']:5.2f}", flush=True)
+              f"  stacked/mono {row['stacked_over_monolithic']:5.2f}"
+              f"  newton +{100 * row['newton_overhead']:.1f}%"
+              f"  newton+learned +{100 * row['learned_overhead']:.1f}%", flush=True)
     return rows
 
 
