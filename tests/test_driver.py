@@ -72,12 +72,12 @@ def test_wide_learner_has_the_ensembles_parameters_but_one_output_bias(kind, hid
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """Every method on 800 synthetic rows (720 train, 80 validation), 3 learners of 4 units."""
+    """Every method on 480 synthetic rows (432 train, 48 validation), 3 learners of 4 units."""
     out = tmp_path_factory.mktemp("driver")
     config = ExperimentConfig(name="tiny", dataset="synthetic", n_learners=3, lr=0.02,
-                              batch_size=40, learner=LearnerConfig(hidden=4), gb_max_epochs=3,
-                              gb_patience=1, max_passes=6, eval_points=8)
-    data = synthetic_regression(n=1000, d=5, seed=0)
+                              batch_size=48, learner=LearnerConfig(hidden=4), gb_max_epochs=3,
+                              gb_patience=1, max_passes=4, eval_points=8)
+    data = synthetic_regression(n=600, d=5, seed=0)
     return config, data, out, run_comparison(config, out, progress=False, dataset=data)
 
 
@@ -87,7 +87,7 @@ def test_driver_runs_every_method_and_writes_the_table_row(tiny_run):
     assert list(methods) == list(METHODS)
     prepared = prepare_data(config, data)
     n = len(prepared.x_train)
-    assert (n, len(prepared.x_val)) == (720, 80)
+    assert (n, len(prepared.x_val)) == (432, 48)
     for name, method in methods.items():
         units = [p["units"] for p in method["curve"]]
         seconds = [p["seconds"] for p in method["curve"]]
