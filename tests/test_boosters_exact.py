@@ -192,3 +192,45 @@ def test_single_learner_trains_directly_on_the_loss():
         opt.step()
     assert weights(base)[0] == pytest.approx(reference.weight.flatten().tolist())
     assert base.compute_units == 3 * 3 * 8
+
+
+def test_single_learner_prediction_units_scale_its_compute():
+    """A wide learner whose prediction costs k weak-learner predictions spends 3k units per
+    example and learns exactly like the same learner with the default cost."""
+    from torchboost import SingleLearner
+    x, y = torch.randn(8, 2), torch.randn(8)
+    wide = SingleLearner(linear_learners([[0.3, -0.2]]), "squared", prediction_units=5, **SGD)
+    plain = SingleLearner(linear_learners([[0.3, -0.2]]), "squared", **SGD)
+    for _ in range(2):
+        assert torch.equal(wide.learn(x, y), plain.learn(x, y))
+    assert (wide.units_per_example, plain.units_per_example) == (15, 3)
+    assert (wide.compute_units, plain.compute_units) == (2 * 8 * 15, 2 * 8 * 3)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="prediction_units"):
+            SingleLearner(linear_learners([[0.3, -0.2]]), prediction_units=bad)
+
+
+def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_learner():
+    """Scripted validation scores: stage 0 improves twice then worsens twice (patience 2) and
+    keeps its epoch-2 learner; stage 1 never improves by tol after epoch 1 and stops at 3."""
+    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    batches = [(torch.tensor([[1.0]]), torch.tensor([1.0])),
+               (torch.tensor([[-0.5]]), torch.tensor([0.3]))]
+    scripted = iter([1.0, 0.5, 0.6, 0.7, 0.40, 0.3999, 0.41])
+    snapshots = []
+
+    def validate(model):
+        snapshots.append(scalar_weights(model))
+        return next(scripted)
+
+    history = booster.fit(batches, max_epochs=10, patience=2, tol=1e-3, validate=validate)
+    assert [(h["stage"], h["epochs"], h["best_epoch"]) for h in history] == [(0, 4, 2), (1, 3, 1)]
+    assert [h["val_score"] for h in history] == [0.5, 0.40]
+    # the kept learners: stage 0's after its 2nd epoch, stage 1's after its 1st (snapshot 5)
+    assert scalar_weights(booster) == pytest.approx([snapshots[1][0], snapshots[4][1]])
+    assert snapshots[3][0] != pytest.approx(snapshots[1][0])  # it did move on, then went back
+    # every epoch run is paid for: stage 0 costs 3 units/example, stage 1 costs 4
+    assert booster.compute_units == 2 * (4 * 3 + 3 * 4)
+    # without validate, the old rule (epoch-mean fit loss) and no best-epoch keys
+    plain = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    assert "best_epoch" not in plain.fit(batches, max_epochs=2, patience=1)[0]

@@ -14,23 +14,38 @@ from torchboost.configs import ExperimentConfig
 from torchboost.experiment import EVAL_GROWTH, make_boosters, prepare_data, run_comparison
 from torchboost.lightning import evaluate_held_out
 
-SMALL = {"max_train": 600, "passes": 2, "n_learners": 3, "gb_max_epochs": 2, "eval_points": 8}
+#: 600 ABALONE rows (540 train, 60 validation), 3 learners; SGB and base stream exactly 2
+#: passes (min_passes = max_passes = 2, a budget they do not reach), GB trains <= 2 epochs a stage.
+SMALL = {"max_train": 600, "n_learners": 3, "gb_max_epochs": 2, "eval_points": 8,
+         "methods": ["base", "GB", "SGB"], "min_passes": 2, "max_passes": 2,
+         "max_units": 20_000}
 
 
-def test_comparison_writes_results_figure_and_tensorboard(tmp_path):
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("abalone")
     config = ExperimentConfig.for_dataset("abalone", **SMALL)
-    results = run_comparison(config, tmp_path, progress=False)
-    saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["config"]["n_learners"] == 3
-    assert (tmp_path / "compute.png").stat().st_size > 10_000
-    assert list((tmp_path / "tensorboard").rglob("events.out.tfevents*"))
-    sgb, gb, base = results["SGB"], results["GB"], results["base"]
+    return config, out, run_comparison(config, out, progress=False)
+
+
+def test_comparison_writes_results_figure_and_tensorboard(small_run):
+    _, out, results = small_run
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["config"]["n_learners"] == 3 and saved["config"]["methods"] == SMALL["methods"]
+    assert (out / "compute.png").stat().st_size > 10_000
+    assert (out / "wall.png").stat().st_size > 10_000
+    assert list((out / "tensorboard").rglob("events.out.tfevents*"))
+    methods = results["methods"]
+    assert list(methods) == ["base", "GB", "SGB"]
+    sgb, gb, base = methods["SGB"], methods["GB"], methods["base"]
     # SGB: 3 units per learner per example, every pass (Hu et al. Sec. 6.2)
-    assert sgb["final"]["units"] == 3 * 3 * 600 * 2
-    assert base["final"]["units"] == 3 * 600 * 2
-    # GB: stage i costs i + 2 units per example per epoch (1-based i)
+    assert sgb["final"]["units"] == 3 * 3 * 540 * 2 and sgb["passes"] == 2
+    assert base["final"]["units"] == 3 * 540 * 2 and base["passes"] == 2
+    assert sgb["stop_reason"] in ("plateau", "max_passes")
+    # GB: stage i costs i + 3 units per example per epoch (0-based i)
     epochs = [stage["epochs"] for stage in gb["stages"]]
-    assert gb["final"]["units"] == sum(e * 600 * (i + 3) for i, e in enumerate(epochs))
+    assert gb["final"]["units"] == sum(e * 540 * (i + 3) for i, e in enumerate(epochs))
+    assert results["budget_units"] == 20_000  # max_units, not GB's units
     for method in (sgb, gb, base):
         units = [p["units"] for p in method["curve"]]
         assert units == sorted(units) and len(units) >= 5
@@ -38,29 +53,33 @@ def test_comparison_writes_results_figure_and_tensorboard(tmp_path):
     assert len(sgb["anytime"]) == 4 and sgb["anytime"][3] == pytest.approx(sgb["final"]["loss"])
 
 
-def test_comparison_trains_through_lightning_as_a_plain_loop_would(tmp_path):
-    config = ExperimentConfig.for_dataset("abalone", **SMALL)
-    results = run_comparison(config, tmp_path, progress=False)
+def test_comparison_trains_through_lightning_as_a_plain_loop_would(small_run):
+    config, out, results = small_run
     # the same booster, batches (pass p in order seed + p) and initialisation, without Lightning
     data = prepare_data(config)
+    assert (len(data.x_train), len(data.x_val)) == (540, 60)
     reference = make_boosters(config, data)["SGB"]
-    for p in range(config.passes):
+    for p in range(2):
         for x, y in data.stream(config.batch_size, config.seed + p):
             reference.learn(x, y)
     expected = evaluate_held_out(reference, data.x_test, data.y_test)["loss"] * data.loss_scale
-    assert results["SGB"]["final"]["loss"] == pytest.approx(expected, rel=1e-12)
-    assert results["SGB"]["final"]["mse"] == pytest.approx(2 * expected, rel=1e-12)
+    sgb = results["methods"]["SGB"]
+    assert sgb["final"]["loss"] == pytest.approx(expected, rel=1e-12)
+    assert sgb["final"]["mse"] == pytest.approx(2 * expected, rel=1e-12)
+    validation = evaluate_held_out(reference, data.x_val, data.y_val)["loss"]
+    assert sgb["final"]["val"] == pytest.approx(validation, rel=1e-12)
     # evaluations: at 0 units, after the first batch (32 rows * 3 learners * 3 units = 288),
-    # then at the first batch end at or past the next multiple of K = 10,800 / 8 units or
-    # EVAL_GROWTH times the last evaluation, whichever comes first; and at the end
-    every, units = results["eval_every_units"], [p["units"] for p in results["SGB"]["curve"]]
-    assert every == 1350.0 and units[-1] == 10_800.0
-    assert units[:6] == [0.0, 288.0, 576.0, 864.0, 1152.0, 1440.0]  # 1.25 x, then 1350 first
+    # then at the first batch end at or past the next multiple of K = 20,000 / 8 units or
+    # EVAL_GROWTH times the last evaluation, whichever comes first, at the end of pass 1
+    # (540 * 9 = 4,860 units) and at the end
+    every, units = results["eval_every_units"], [p["units"] for p in sgb["curve"]]
+    assert every == 2500.0 and units[-1] == 9720.0 and 4860.0 in units
+    assert units[:6] == [0.0, 288.0, 576.0, 864.0, 1152.0, 1440.0]
     for before, after in itertools.pairwise(units[1:-1]):
         due = min((before // every + 1) * every, EVAL_GROWTH * before)
-        assert due <= after < due + 288.0
+        assert due <= after < due + 288.0 or after == 4860.0
 
-    run = tmp_path / "tensorboard" / config.name
+    run = out / "tensorboard" / config.name
     tags = {}
     for sub in ("", "SGB", "base", "GB"):
         events = EventAccumulator(str(run / sub), size_guidance={"scalars": 0})
@@ -73,16 +92,18 @@ def test_comparison_trains_through_lightning_as_a_plain_loop_would(tmp_path):
     assert {"gb/test_loss", "gb/stage"} <= tags["GB"]
 
 
-def test_summary_table_reports_mse_for_squared_loss(tmp_path):
-    config = ExperimentConfig.for_dataset("abalone", **SMALL)
-    results = run_comparison(config, tmp_path, progress=False)
+def test_summary_table_reports_mse_for_squared_loss(small_run):
+    results = small_run[2]
     table = format_summary(results)
-    assert "test MSE" in table
-    assert f"{2 * results['SGB']['final']['loss']:.4f}" in table
+    assert "test MSE" in table and "stopped by" in table
+    for method in results["methods"].values():
+        assert f"{2 * method['final']['loss']:.4f}" in table
+        assert f"{method['units']:,.0f}" in table
 
 
 def test_cli_run_reads_a_yaml_configuration(tmp_path, capsys):
-    config = ExperimentConfig.for_dataset("abalone", name="tiny", **SMALL)
+    config = ExperimentConfig.for_dataset("abalone", name="tiny", **{
+        **SMALL, "methods": ["SGB"], "max_train": 300, "min_passes": 1, "max_passes": 1})
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
@@ -94,5 +115,9 @@ def test_cli_run_reads_a_yaml_configuration(tmp_path, capsys):
 def test_config_rejects_unknown_keys_and_missing_paths():
     with pytest.raises(ValueError, match="unknown configuration keys"):
         ExperimentConfig.from_dict({"nam": "x"})
+    with pytest.raises(ValueError, match="unknown or no methods"):
+        ExperimentConfig(methods=["SGB", "XGBoost"])
+    with pytest.raises(ValueError, match="val_fraction"):
+        ExperimentConfig(val_fraction=0.0)
     with pytest.raises(ValueError, match="needs path"):
         run_comparison(ExperimentConfig.for_dataset("mnist"), "/tmp/unused", progress=False)

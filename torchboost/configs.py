@@ -28,7 +28,7 @@ from torch import nn
 from torchboost import data
 from torchboost.learners import ConvNet, TwoLayerNet
 
-__all__ = ["DATASETS", "ExperimentConfig", "LearnerConfig", "load_dataset"]
+__all__ = ["DATASETS", "METHODS", "ExperimentConfig", "LearnerConfig", "load_dataset"]
 
 
 @dataclass
@@ -55,13 +55,54 @@ class LearnerConfig:
             return lambda: nn.Sequential(nn.Flatten(), nn.Linear(dataset.n_features, out_features))
         raise ValueError(f"unknown learner kind {self.kind!r} (two_layer, conv, linear)")
 
+    def widened(self, n: int) -> LearnerConfig:
+        """One module with the parameter count of ``n`` of these learners: the "wide" baseline
+        trained end-to-end instead of boosted.
+
+        * ``two_layer``: ``hidden × n`` hidden units, i.e. ``TwoLayerNet(d, n·h, m)``;
+        * ``conv``: ``channels × n`` convolution channels;
+        * ``linear``: the same linear model — a sum of ``n`` linear learners is itself one linear
+          model, so no wider linear model exists (its parameter count stays that of one learner).
+
+        The wide two-layer and conv nets have exactly ``n ×`` the weak learner's parameters except
+        for the output bias, which the ``n`` learners hold ``n`` times and the wide net once:
+        ``params(wide) = n · params(weak) − (n − 1) · m`` for ``m`` outputs.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        if self.kind == "linear":
+            return dataclasses.replace(self)
+        if self.kind not in ("two_layer", "conv"):
+            raise ValueError(f"unknown learner kind {self.kind!r} (two_layer, conv, linear)")
+        return dataclasses.replace(self, hidden=self.hidden * n)
+
+    def wide_prediction_units(self, n: int) -> int:
+        """Weak-learner predictions one prediction of :meth:`widened` ``(n)`` costs: ``n``, or 1
+        for a linear learner (the wide model is the weak learner itself)."""
+        return 1 if self.kind == "linear" else n
+
+
+#: Every method a comparison can run (see :mod:`torchboost.experiment`).
+METHODS = ("base", "wide", "GB", "SGB", "SGB_newton", "SGB_learned")
+
 
 @dataclass
 class ExperimentConfig:
-    """One SGB-vs-GB run. ``path`` is the data file or folder (``None``: the bundled ABALONE).
+    """One comparison run. ``path`` is the data file or folder (``None``: the bundled ABALONE).
 
-    ``passes > 1`` streams the training set that many times in fresh random orders, i.e.
-    i.i.d.-style resampling for data sets smaller than the stream the algorithm needs.
+    ``methods`` (default all of :data:`METHODS`): ``base`` (one weak learner), ``wide`` (one
+    module with the ensemble's parameter count, :meth:`LearnerConfig.widened`), ``GB``
+    (stagewise), ``SGB`` (the paper: gradient targets, fixed step), ``SGB_newton`` (Newton
+    targets), ``SGB_learned`` (Newton targets where the loss has a Hessian, and learned steps).
+
+    Stopping: ``val_fraction`` of the (``max_train``-subsampled) training rows are held out as a
+    validation split, never trained on, for every stopping decision. GB trains each stage until
+    its validation score has not improved for ``gb_patience`` epochs (at most
+    ``gb_max_epochs``); the streaming methods stream seeded passes over the training rows until
+    their validation curve plateaus (``plateau_tol`` relative improvement over the last quarter
+    of their units, after ``min_passes`` passes), their units reach ``max_units`` (default: GB's
+    total units) or ``max_passes`` passes are done — see
+    :class:`~torchboost.lightning.StoppingRule`.
     """
 
     name: str = "abalone"
@@ -74,12 +115,24 @@ class ExperimentConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     lr: float = 1e-3
     batch_size: int = 32
-    passes: int = 1
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
     max_train: int | None = None
+    val_fraction: float = 0.1
+    plateau_tol: float = 0.01
+    min_passes: int = 2
+    max_passes: int = 50
+    max_units: float | None = None
     eval_points: int = 40
-    gb_max_epochs: int = 10
+    gb_max_epochs: int = 20
     gb_patience: int = 2
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ValueError(f"unknown or no methods {unknown}; known: {list(METHODS)}")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {self.val_fraction}")
 
     @classmethod
     def for_dataset(cls, dataset: str, path: str | None = None,
@@ -116,7 +169,7 @@ class ExperimentConfig:
 
 #: The paper's per-data-set settings (Hu et al. 2017, Sec. 6.2 and footnote 4).
 DATASETS: dict[str, dict[str, Any]] = {
-    "abalone": {"loss": "squared", "n_learners": 16, "lr": 1e-2, "passes": 5,
+    "abalone": {"loss": "squared", "n_learners": 16, "lr": 1e-2,
                 "learner": {"kind": "two_layer", "hidden": 1, "activation": "sigmoid"}},
     "adult": {"loss": "logistic", "n_learners": 8, "lr": 1e-2,
               "learner": {"kind": "two_layer", "hidden": 1, "activation": "sigmoid"}},

@@ -1,16 +1,44 @@
-"""SGB against stagewise GB and the base learner on one data set, with compute accounting:
-the SGB paper's Fig. 2 (test loss vs training compute) and Table 1 (final test losses).
+"""The comparison driver: SGB (and its Newton / learned-step variants) against stagewise GB, the
+base learner and a wide network, each run to convergence, with compute accounting — the SGB
+paper's Fig. 2 (test metric vs training compute) and Table 1 (final test metrics), with honest
+baselines. ``experiments/sgb_vs_gb.py``, ``torchboost demo`` and ``torchboost run`` all use
+:func:`run_comparison`.
 
-All three methods see the same standardised features (statistics from a warm-up prefix of the
-training stream only), the same weak-learner architecture, loss and optimizer settings, and are
-evaluated on the held-out set every ``K`` compute units (1 unit = one weak-learner prediction of
-one example, an update = 2; Hu et al. 2017, Sec. 6.2).
+**Data.** ``max_train`` training rows are subsampled (seed ``seed``), ``val_fraction`` of them
+split off as a validation set that is never trained on; every stopping decision uses it and the
+test set is only reported. Features are standardised with statistics of the warm-up prefix of the
+first training pass; regression targets with the training mean and standard deviation (results
+are reported in the original units).
 
-One driver for all of it, :mod:`torchboost.lightning`: SGB and the base learner stream through a
-Lightning ``Trainer`` (:class:`~torchboost.lightning.StreamingBoosterModule` driven by a
-:class:`~torchboost.lightning.StreamingCallback`, the ``passes`` passes being one
-:class:`~torchboost.data.MultiPassStream` epoch), stagewise GB runs through
-:func:`~torchboost.lightning.run_stagewise`.
+**Methods** (``config.methods``; all built by :func:`build_seeded` from the same seed, the same
+learner factory, ``y0="mean"`` and the same optimizer learning rate):
+
+* ``base`` — one weak learner trained on the loss (:class:`~torchboost.SingleLearner`);
+* ``wide`` — one module with the ensemble's parameter count
+  (:meth:`~torchboost.configs.LearnerConfig.widened`) trained on the loss by one Adam; one of its
+  predictions costs ``N`` weak-learner predictions (``prediction_units=N``);
+* ``GB`` — stagewise GB with gradient targets (the paper's baseline), each stage trained to
+  convergence with early stopping on the validation metric (patience ``gb_patience`` epochs, at
+  most ``gb_max_epochs``);
+* ``SGB`` — the paper: gradient targets, fixed step; ``SGB_newton`` — ``targets="newton"``;
+  ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
+  without a Hessian). A Newton variant of a loss without a Hessian is skipped (``skipped``).
+
+**Seeding.** Every booster is built with the torch RNG seeded by ``seed``; pass (or GB epoch)
+``p`` over the training rows visits them in the order of seed ``seed + p``.
+
+**Stopping.** GB runs first. The streaming methods (all but GB) stream passes over the
+training rows one after another through Lightning (:func:`~torchboost.lightning.fit_streaming`,
+a :class:`~torchboost.lightning.ConvergenceCallback` on a :class:`~torchboost.data.MultiPassStream`
+of ``max_passes`` passes) and stop by :class:`~torchboost.lightning.StoppingRule`: a plateau of
+the validation metric (less than ``plateau_tol`` relative improvement over the last quarter of
+the units spent, after ``min_passes`` passes), the compute budget (``max_units``, default GB's
+total units), or ``max_passes``.
+
+**Compute** (Hu et al. 2017, Sec. 6.2): 1 unit = one weak-learner prediction of one example, an
+update = 2. Streaming boosters and the wide net spend ``3N`` units per example, the base learner
+3, GB's stage ``i`` spends ``i + 3``. Every method is evaluated on the test set every ``K``
+units (and geometrically early on); wall seconds are training time, evaluations excluded.
 """
 
 from __future__ import annotations
@@ -27,23 +55,31 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
-from torchboost.configs import ExperimentConfig, load_dataset
+from torchboost.configs import METHODS, ExperimentConfig, load_dataset
 from torchboost.data import Dataset, DataStream, MultiPassStream
-from torchboost.lightning.callback import StreamingCallback
-from torchboost.lightning.compare import fit_streaming
+from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.stagewise import run_stagewise
+from torchboost.lightning.stopping import ConvergenceCallback, StoppingRule
+from torchboost.losses import get_loss
 from torchboost.plotting import plot_compute_curves, save_figure
 
-__all__ = ["EVAL_GROWTH", "PreparedData", "make_boosters", "prepare_data", "run_comparison"]
+__all__ = ["EVAL_GROWTH", "SGB_VARIANTS", "PreparedData", "make_boosters", "method_builders",
+           "prepare_data", "run_comparison", "table_row"]
 
 #: Besides every ``K`` units, evaluate whenever compute has grown by this factor since the last
-#: evaluation, so that the log-log compute plots have early points too.
+#: evaluation, so that the log-scale plots have early points too.
 EVAL_GROWTH = 1.25
+
+#: The streaming boosting variants; the best of them (final test metric) is compared with GB.
+SGB_VARIANTS = ("SGB", "SGB_newton", "SGB_learned")
+
+#: Metric keys of a curve point, in the order of preference for the tables.
+_METRIC_KEYS = ("error", "mse", "loss")
 
 
 @dataclass(frozen=True)
 class PreparedData:
-    """Standardised training and test tensors of one data set.
+    """Standardised training, validation and test tensors of one data set.
 
     Regression targets are standardised with the training mean and standard deviation
     ``target_std``; losses are reported back in the original units (``loss_scale``: ``σ²`` for
@@ -53,168 +89,282 @@ class PreparedData:
     dataset: Dataset
     x_train: Tensor
     y_train: Tensor
+    x_val: Tensor
+    y_val: Tensor
     x_test: Tensor
     y_test: Tensor
     loss_scale: float = 1.0
 
     def stream(self, batch_size: int, seed: int) -> DataStream:
-        """One pass over the training set in the order given by ``seed``."""
+        """One pass over the training rows in the order given by ``seed``."""
         return DataStream(self.x_train, self.y_train, batch_size=batch_size, seed=seed,
                           standardize=None)
 
 
 def prepare_data(config: ExperimentConfig, dataset: Dataset | None = None) -> PreparedData:
-    """Load (or take) the data set, subsample ``max_train`` rows, standardise the features with
-    the statistics of the warm-up prefix of the first training pass."""
+    """Load (or take) the data set; subsample ``max_train`` training rows and split off
+    ``val_fraction`` of them for validation (one permutation of seed ``seed``); standardise the
+    features with the statistics of the warm-up prefix of the first training pass."""
     ds = dataset if dataset is not None else load_dataset(config)
-    x_train, y_train = ds.x_train, ds.y_train
-    if config.max_train is not None and config.max_train < len(x_train):
-        keep = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(config.seed))
-        x_train, y_train = x_train[keep[:config.max_train]], y_train[keep[:config.max_train]]
+    order = torch.randperm(len(ds.x_train), generator=torch.Generator().manual_seed(config.seed))
+    if config.max_train is not None:
+        order = order[:config.max_train]
+    n_val = max(1, round(config.val_fraction * len(order)))
+    if n_val >= len(order):
+        raise ValueError(f"{len(order)} training rows leave none after the validation split")
+    val, train = order[:n_val], order[n_val:]
+    x_train, y_train = ds.x_train[train], ds.y_train[train]
+    y_val, y_test = ds.y_train[val], ds.y_test
     first = DataStream(x_train, y_train, batch_size=config.batch_size, seed=config.seed)
     next(iter(first))  # fits the warm-up statistics (or nothing, for images)
-    y_test, loss_scale = ds.y_test, 1.0
+    loss_scale = 1.0
     if ds.task == "regression" and config.loss in ("squared", "absolute"):
         mean, std = y_train.mean(), y_train.std().clamp_min(1e-12)
-        y_train, y_test = (y_train - mean) / std, (y_test - mean) / std
+        y_train, y_val, y_test = (y_train - mean) / std, (y_val - mean) / std, (y_test - mean) / std
         loss_scale = float(std) ** (2 if config.loss == "squared" else 1)
-    return PreparedData(ds, first.transform(x_train), y_train, first.transform(ds.x_test),
-                        y_test, loss_scale)
+    return PreparedData(ds, first.transform(x_train), y_train, first.transform(ds.x_train[val]),
+                        y_val, first.transform(ds.x_test), y_test, loss_scale)
+
+
+def method_builders(config: ExperimentConfig,
+                    data: PreparedData) -> tuple[dict[str, Callable[[], Booster]], dict[str, str]]:
+    """Zero-argument constructors of the configured methods (see the module docstring), and the
+    methods skipped with the reason (Newton targets for a loss without a Hessian)."""
+    n = config.n_learners
+    factory = config.learner.factory(data.dataset, config.n_outputs)
+    wide_factory = config.learner.widened(n).factory(data.dataset, config.n_outputs)
+    common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
+                              "optimizer_kwargs": {"lr": config.lr}}
+    hessian = get_loss(config.loss).has_hessian
+    candidates: dict[str, Callable[[], Booster]] = {
+        "base": lambda: SingleLearner(factory, config.loss, **common),
+        "wide": lambda: SingleLearner(wide_factory, config.loss,
+                                      prediction_units=config.learner.wide_prediction_units(n),
+                                      **common),
+        "GB": lambda: StagewiseGB(factory, config.loss, n_learners=n, step=config.step,
+                                  **common),
+        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step, **common),
+        "SGB_newton": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
+                                  targets="newton", **common),
+        "SGB_learned": lambda: SGB(factory, config.loss, n_learners=n, step="learned",
+                                   targets="newton" if hessian else "gradient", **common),
+    }
+    skipped = {}
+    if not hessian and "SGB_newton" in config.methods:
+        skipped["SGB_newton"] = f"{config.loss} loss has no Hessian (no Newton targets)"
+    builders = {m: candidates[m] for m in config.methods if m not in skipped}
+    return builders, skipped
 
 
 def make_boosters(config: ExperimentConfig, data: PreparedData) -> dict[str, Booster]:
-    """SGB, stagewise GB and the base learner, each with identically initialised learners."""
-    factory = config.learner.factory(data.dataset, config.n_outputs)
-    common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
-                              "optimizer_kwargs": {"lr": config.lr}}
-    builders: dict[str, Callable[[], Booster]] = {
-        "SGB": lambda: SGB(factory, config.loss, n_learners=config.n_learners, step=config.step,
-                           **common),
-        "GB": lambda: StagewiseGB(factory, config.loss, n_learners=config.n_learners,
-                                  step=config.step, **common),
-        "base": lambda: SingleLearner(factory, config.loss, **common),
-    }
-    boosters = {}
-    for name, build in builders.items():
-        torch.manual_seed(config.seed)
-        boosters[name] = build()
-    return boosters
+    """The configured methods' boosters, each built with the torch RNG seeded by ``seed``."""
+    builders, _ = method_builders(config, data)
+    return {name: build_seeded(build, config.seed) for name, build in builders.items()}
+
+
+def parameter_count(booster: Booster) -> int:
+    """Trainable parameters of all of a booster's learners."""
+    return sum(p.numel() for p in booster.learners.parameters())
 
 
 def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
                    dataset: Dataset | None = None) -> dict[str, Any]:
-    """Train SGB and the base learner on ``config.passes`` passes of the training stream through
-    Lightning (:func:`~torchboost.lightning.compare.fit_streaming`, with Lightning's progress bar
-    if ``progress``) and stagewise GB with :func:`~torchboost.lightning.run_stagewise`, all
-    evaluated every ``K`` compute units (and geometrically early on); write ``results.json``,
-    the compute plot ``compute.png`` and TensorBoard logs under ``out_dir``; return the results.
+    """Run every configured method to convergence (module docstring), evaluated on the test set
+    every ``K`` compute units; write ``results.json``, ``compute.png`` (test metric vs units),
+    ``wall.png`` (vs training seconds) and TensorBoard logs under ``out_dir``; return the results.
 
-    TensorBoard: ``tensorboard/<name>`` holds the curves in original target units (tags
-    ``{SGB,GB,base}/test_{loss,mse,error}`` against units, ``SGB/anytime_loss``, ``SGB/edge``);
-    ``tensorboard/<name>/{SGB,base,GB}`` the Lightning runs' own tags (see
-    :class:`~torchboost.lightning.StreamingCallback` and :func:`run_stagewise`).
+    ``K`` is ``max_units`` (else GB's most units, ``gb_max_epochs`` epochs per stage, else the
+    most units of ``max_passes`` passes) over ``eval_points``. TensorBoard:
+    ``tensorboard/<name>`` holds every method's curves in original target units, tags
+    ``<method>/test_<metric>`` (``loss``, ``mse``, ``error``) against units, and the streaming
+    boosters' ``<method>/anytime_loss`` and ``<method>/edge`` against the learner index;
+    ``tensorboard/<name>/<method>`` the Lightning runs' own tags
+    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.lightning.run_stagewise`).
+
+    Returns ``{"config", "metric", "budget_units", "eval_every_units", "methods": {name: {...}},
+    "skipped", "best_SGB", "units_SGB_to_GB_final", "at_equal_units", "at_equal_wall",
+    "figure", "wall_figure"}``; each method has its test ``curve`` (points with ``units``,
+    ``seconds``, ``samples``, ``loss`` and ``mse`` / ``error`` where they apply, ``val``), its
+    ``final`` point, ``units``, ``wall_seconds`` (training), ``elapsed_seconds`` (with
+    evaluations), ``passes``, ``stop_reason`` and ``params``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(config, dataset)
     boosters = make_boosters(config, data)
-    sgb_units = boosters["SGB"].units_per_example * len(data.x_train) * config.passes
-    every = sgb_units / config.eval_points
+    _, skipped = method_builders(config, data)
+    classifier = data.dataset.task != "regression"
+    val_metric = "error" if classifier else "loss"
+    n = len(data.x_train)
+    n_learners = config.n_learners
+    if config.max_units is not None:
+        scale = float(config.max_units)
+    elif "GB" in boosters:
+        scale = n * config.gb_max_epochs * sum(i + 3 for i in range(n_learners))
+    else:
+        scale = n * config.max_passes * max(b.units_per_example for b in boosters.values())
+    every = scale / config.eval_points
     logs = {"save_dir": str(out), "name": "tensorboard", "version": config.name,
             "default_hp_metric": False}
-    results: dict[str, Any] = {"config": config.to_dict(), "eval_every_units": every}
+    squared = get_loss(config.loss).name == "squared"
+    methods: dict[str, dict[str, Any]] = {}
 
-    squared = boosters["SGB"].loss.name == "squared"
-    callbacks = {}
-    for name in ("SGB", "base"):
-        callbacks[name] = StreamingCallback(data.x_test, data.y_test, every,
-                                            eval_growth=EVAL_GROWTH)
-        stream = MultiPassStream(lambda p: data.stream(config.batch_size, config.seed + p),
-                                 config.passes)
+    def pass_stream(p: int) -> DataStream:
+        return data.stream(config.batch_size, config.seed + p)
+
+    budget = config.max_units
+    if "GB" in boosters:
+        gb, epochs = boosters["GB"], iter(range(1 << 30))
+        logger = _logger(logs, "GB")
         started = time.perf_counter()
-        fit_streaming(boosters[name], stream, callbacks[name], progress=progress,
-                      description=f"{config.name}: {name}",
-                      logger=TensorBoardLogger(**logs, sub_dir=name))
-        results[name] = _summary(callbacks[name].history, time.perf_counter() - started,
-                                 data.loss_scale, squared)
+        run = run_stagewise(gb, lambda: pass_stream(next(epochs)), data.x_test, data.y_test,
+                            eval_every_units=every, eval_growth=EVAL_GROWTH, loggers=logger,
+                            max_epochs=config.gb_max_epochs, patience=config.gb_patience,
+                            progress=progress, validation=(data.x_val, data.y_val),
+                            val_metric=val_metric)
+        logger.finalize("success")
+        epochs_run = sum(stage["epochs"] for stage in run["stages"])
+        methods["GB"] = {**_summary(run["history"], time.perf_counter() - started, data,
+                                    squared), "passes": epochs_run, "stop_reason": "converged",
+                         "params": parameter_count(gb), "stages": run["stages"]}
+        if budget is None:
+            budget = methods["GB"]["units"]
 
-    gb_logger = TensorBoardLogger(**logs, sub_dir="GB")
-    started = time.perf_counter()
-    gb_run = run_stagewise(boosters["GB"], list(data.stream(config.batch_size, config.seed)),
-                           data.x_test, data.y_test, eval_every_units=every,
-                           eval_growth=EVAL_GROWTH, loggers=gb_logger,
-                           max_epochs=config.gb_max_epochs, patience=config.gb_patience,
-                           progress=progress)
-    gb_logger.finalize("success")
-    results["GB"] = {**_summary(gb_run["history"], time.perf_counter() - started,
-                                data.loss_scale, squared), "stages": gb_run["stages"]}
-    sgb = boosters["SGB"]
-    anytime = [callbacks["SGB"].evaluator.scores(sgb, n_learners=0), *callbacks["SGB"].anytime]
-    results["SGB"]["anytime"] = [data.loss_scale * scores["loss"] for scores in anytime]
-    results["SGB"]["edges"] = sgb.edges().tolist()
-    metric = _metric(results)
-    results["metric"] = metric
-    results["units_to_reach_gb_final"] = _units_to_reach(results["SGB"]["curve"],
-                                                         results["GB"]["final"][metric], metric)
+    rule = StoppingRule(config.plateau_tol, config.min_passes, config.max_passes, budget)
+    batches_per_pass = len(pass_stream(0))
+    for name, booster in boosters.items():
+        if name == "GB":
+            continue
+        callback = ConvergenceCallback(data.x_test, data.y_test, every, val_x=data.x_val,
+                                       val_y=data.y_val, rule=rule, pass_batches=batches_per_pass,
+                                       val_metric=val_metric, eval_growth=EVAL_GROWTH)
+        started = time.perf_counter()
+        fit_streaming(booster, MultiPassStream(pass_stream, config.max_passes), callback,
+                      progress=progress, description=f"{config.name}: {name}",
+                      logger=_logger(logs, name))
+        methods[name] = {**_summary(callback.history, time.perf_counter() - started, data,
+                                    squared),
+                         "passes": round(booster.samples_seen / n, 4),
+                         "stop_reason": callback.stop_reason, "params": parameter_count(booster)}
+        if isinstance(booster, SGB) and not isinstance(booster, StagewiseGB):
+            anytime = [callback.evaluator.scores(booster, n_learners=0), *callback.anytime]
+            methods[name]["anytime"] = [data.loss_scale * s["loss"] for s in anytime]
+            methods[name]["edges"] = booster.edges().tolist()
+            if booster.step_rule is not None:
+                methods[name]["steps"] = booster.step_rule.steps().tolist()
+
+    ordered = {m: methods[m] for m in config.methods if m in methods}
+    metric = next(key for key in _METRIC_KEYS if key in next(iter(ordered.values()))["final"])
+    results: dict[str, Any] = {"config": config.to_dict(), "metric": metric,
+                               "budget_units": budget, "eval_every_units": every,
+                               "methods": ordered, "skipped": skipped}
+    results.update(_comparisons(ordered, metric))
     _log_tensorboard(TensorBoardLogger(**logs), results)
     _write_outputs(out, config, results)
     return results
 
 
-def _summary(history: list[dict[str, Any]], seconds: float, loss_scale: float,
+def _logger(logs: dict[str, Any], method: str) -> TensorBoardLogger:
+    """A method's TensorBoard logger with its event writer already open, so that opening it is
+    not counted as training time."""
+    logger = TensorBoardLogger(**logs, sub_dir=method)
+    _ = logger.experiment
+    return logger
+
+
+def _summary(history: list[dict[str, Any]], elapsed: float, data: PreparedData,
              squared: bool) -> dict[str, Any]:
-    """A method's results: its evaluation points (of :class:`StreamingCallback` or
-    :func:`run_stagewise`) in original target units — ``loss`` times ``loss_scale``, ``mse`` =
-    2 × loss for squared loss (the paper's "square error"), ``error`` for classifiers — the
-    last of them, and the wall time."""
+    """A method's results from its evaluation points (of a :class:`ConvergenceCallback` or
+    :func:`run_stagewise`), in original target units — ``loss`` times ``loss_scale``, ``mse`` =
+    2 × loss for squared loss (the paper's "square error"), ``error`` for classifiers."""
     curve = []
     for entry in history:
-        point = {"units": float(entry["units"]), "samples": float(entry["samples"]),
-                 "loss": loss_scale * entry["test_loss"]}
+        point = {"units": float(entry["units"]), "seconds": float(entry["seconds"]),
+                 "samples": float(entry["samples"]), "loss": data.loss_scale * entry["test_loss"]}
         if entry["test_error"] is not None:
             point["error"] = entry["test_error"]
         if squared:
             point["mse"] = 2.0 * point["loss"]
+        if entry.get("val") is not None:
+            point["val"] = entry["val"]
         curve.append(point)
-    return {"curve": curve, "final": curve[-1], "wall_seconds": seconds}
+    final = curve[-1]
+    return {"curve": curve, "final": final, "units": final["units"],
+            "wall_seconds": final["seconds"], "elapsed_seconds": elapsed}
 
 
-def _units_to_reach(curve: list[dict[str, float]], target: float, metric: str) -> float | None:
-    """First compute budget at which a curve's ``metric`` is at or below ``target``."""
-    return next((p["units"] for p in curve if p[metric] <= target), None)
+def _value_at(curve: list[dict[str, float]], axis: str, limit: float, metric: str) -> float:
+    """``metric`` at the last evaluation point with ``axis`` (units or seconds) ≤ ``limit``."""
+    eligible = [p for p in curve if p[axis] <= limit]
+    return (eligible[-1] if eligible else curve[0])[metric]
 
 
-def _metric(results: dict[str, Any]) -> str:
-    """What Table 1 reports: error rate for classifiers, MSE for squared loss, else the loss."""
-    final = results["SGB"]["final"]
-    return next(key for key in ("error", "mse", "loss") if key in final)
+def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, Any]:
+    """The best SGB variant, the first units at which it reaches GB's final metric, and every
+    method's metric at the smallest final units and the smallest training time of all."""
+    variants = [m for m in SGB_VARIANTS if m in methods]
+    best = min(variants, key=lambda m: methods[m]["final"][metric]) if variants else None
+    reach = None
+    if best is not None and "GB" in methods:
+        target = methods["GB"]["final"][metric]
+        reach = next((p["units"] for p in methods[best]["curve"] if p[metric] <= target), None)
+    out: dict[str, Any] = {"best_SGB": best, "units_SGB_to_GB_final": reach}
+    for key, axis, field in (("at_equal_units", "units", "units"),
+                             ("at_equal_wall", "seconds", "wall_seconds")):
+        limit = min(m[field] for m in methods.values())
+        out[key] = {"limit": limit, **{name: _value_at(m["curve"], axis, limit, metric)
+                                       for name, m in methods.items()}}
+    return out
+
+
+def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
+    """One row of the comparison table: ``data``, ``metric``, the final test metric of every
+    method (``None`` where not run), ``units_<method>``, ``wall_s_<method>``,
+    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``best_SGB`` and
+    ``units_SGB_to_GB_final``."""
+    metric, methods = results["metric"], results["methods"]
+    row: dict[str, Any] = {"data": name,
+                           "metric": {"error": "error rate", "mse": "MSE"}.get(metric, "loss")}
+    row.update({m: methods[m]["final"][metric] if m in methods else None for m in METHODS})
+    for prefix, key in (("units", "units"), ("wall_s", "wall_seconds"), ("passes", "passes"),
+                        ("stop", "stop_reason"), ("params", "params")):
+        row.update({f"{prefix}_{m}": methods[m][key] if m in methods else None for m in METHODS})
+    row["best_SGB"] = results["best_SGB"]
+    row["units_SGB_to_GB_final"] = results["units_SGB_to_GB_final"]
+    return row
 
 
 def _log_tensorboard(logger: Any, results: dict[str, Any]) -> None:
     writer = logger.experiment
-    for name in ("SGB", "GB", "base"):
-        for point in results[name]["curve"]:
-            for key in ("loss", "mse", "error"):
+    for name, method in results["methods"].items():
+        for point in method["curve"]:
+            for key in _METRIC_KEYS:
                 if key in point:
                     writer.add_scalar(f"{name}/test_{key}", point[key], int(point["units"]))
-    for k, loss in enumerate(results["SGB"]["anytime"]):
-        writer.add_scalar("SGB/anytime_loss", loss, k)
-    for i, edge in enumerate(results["SGB"]["edges"]):
-        writer.add_scalar("SGB/edge", edge, i + 1)
+        for k, loss in enumerate(method.get("anytime", [])):
+            writer.add_scalar(f"{name}/anytime_loss", loss, k)
+        for i, edge in enumerate(method.get("edges", [])):
+            writer.add_scalar(f"{name}/edge", edge, i + 1)
     writer.flush()
 
 
 def _write_outputs(out: Path, config: ExperimentConfig, results: dict[str, Any]) -> None:
-    metric = _metric(results)
-    curves = {name: [(p["units"], p[metric]) for p in results[name]["curve"]]
-              for name in ("SGB", "GB", "base")}
-    gb_curve = results["GB"]["curve"]
-    markers = {"GB: next learner": [
-        next(((p["units"], p[metric]) for p in gb_curve if p["units"] >= stage["compute_units"]),
-             (gb_curve[-1]["units"], gb_curve[-1][metric]))
-        for stage in results["GB"]["stages"]]}
+    metric, methods = results["metric"], results["methods"]
     label = {"error": "test error rate", "mse": "test MSE"}.get(metric, f"test {config.loss} loss")
-    fig = plot_compute_curves(curves, title=f"{config.name}: {label} vs compute",
-                              ylabel=label, markers=markers)
+    markers = {}
+    if "GB" in methods:
+        gb_curve = methods["GB"]["curve"]
+        markers["GB: next learner"] = [
+            next(((p["units"], p[metric]) for p in gb_curve
+                  if p["units"] >= stage["compute_units"]),
+                 (gb_curve[-1]["units"], gb_curve[-1][metric]))
+            for stage in methods["GB"]["stages"]]
+    curves = {name: [(p["units"], p[metric]) for p in m["curve"]] for name, m in methods.items()}
+    fig = plot_compute_curves(curves, title=f"{config.name}: {label} vs compute", ylabel=label,
+                              markers=markers)
     results["figure"] = str(save_figure(fig, out / "compute.png"))
+    walls = {name: [(p["seconds"], p[metric]) for p in m["curve"]] for name, m in methods.items()}
+    fig = plot_compute_curves(walls, title=f"{config.name}: {label} vs training time",
+                              ylabel=label, xlabel="training wall time (s, evaluations excluded)")
+    results["wall_figure"] = str(save_figure(fig, out / "wall.png"))
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -15,7 +15,9 @@ Curve = Sequence[tuple[float, float]]
 def plot_compute_curves(curves: Mapping[str, Curve], *, title: str = "",
                         ylabel: str = "test loss", markers: Mapping[str, Curve] | None = None,
                         baselines: Mapping[str, float] | None = None,
-                        log: bool = True) -> Figure:
+                        log: bool = True,
+                        xlabel: str = "training compute (weak-learner predictions; update = 2)",
+                        ) -> Figure:
     """Log-log test loss vs compute units, one line per method (Hu et al. 2017, Fig. 2).
 
     Args:
@@ -23,6 +25,7 @@ def plot_compute_curves(curves: Mapping[str, Curve], *, title: str = "",
         markers: method name → points to highlight (e.g. where stagewise GB adds a learner,
             the paper's blue dots).
         baselines: name → a horizontal reference level (e.g. the base learner's final loss).
+        xlabel: the x axis (default compute units; e.g. wall seconds for time curves).
     """
     fig = Figure(figsize=(6.0, 4.2))  # no pyplot: no global state, works headless
     ax = fig.subplots()
@@ -41,7 +44,7 @@ def plot_compute_curves(curves: Mapping[str, Curve], *, title: str = "",
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
-    ax.set_xlabel("training compute (weak-learner predictions; update = 2)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)

@@ -1,8 +1,8 @@
-"""stream_and_compare / run_stagewise: SGB and stagewise GB from one configuration, one run."""
+"""The comparison driver's Lightning pieces: identically seeded boosters, stagewise GB with
+validation early stopping on the unit schedule, and streaming passes until a stopping rule."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 
 import pytest
@@ -10,7 +10,15 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from torchboost import SGB, StagewiseGB, TwoLayerNet
-from torchboost.lightning import build_seeded, stream_and_compare
+from torchboost.data import DataStream, MultiPassStream
+from torchboost.lightning import (
+    ConvergenceCallback,
+    StoppingRule,
+    build_seeded,
+    evaluate_held_out,
+    fit_streaming,
+    run_stagewise,
+)
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
@@ -34,30 +42,64 @@ def test_lightning_build_seeded_gives_identical_learners_and_keeps_the_rng():
             assert torch.equal(value, gb.learners.learner_state(i)[name])
 
 
-def test_lightning_stream_and_compare(regression, tmp_path):
-    results = stream_and_compare(
-        lambda: SGB(LEARNER, **OPTIONS), lambda: StagewiseGB(LEARNER, **OPTIONS),
-        regression.x_train, regression.y_train, regression.x_test, regression.y_test,
-        batch_size=50, eval_every_units=4000, log_dir=tmp_path, name="cmp", version="v0",
-        max_gb_epochs=2, gb_patience=1, history_path=tmp_path / "results.json",
-        trainer_kwargs={"log_every_n_steps": 10})
-    sgb, gb = results["sgb"], results["gb"]
-    assert sgb[-1]["units"] == 2000 * 3 * 4 and sgb[-1]["samples"] == 2000
-    # GB re-reads the data and re-evaluates frozen learners: stage i costs i + 3 units/example
-    assert len(results["gb_stages"]) == 4
-    assert gb[-1]["units"] >= 2000 * (3 + 4 + 5 + 6) > sgb[-1]["units"]
-    assert [p["stage"] for p in gb] == sorted(p["stage"] for p in gb) and gb[-1]["stage"] == 3
-    for history in (sgb, gb):
-        units = [p["units"] for p in history]
-        assert units[0] == 0 and units == sorted(set(units))
-        assert history[-1]["test_loss"] < history[0]["test_loss"]
-    assert [p["n_learners"] for p in results["anytime"]] == [1, 2, 3, 4]
-    assert json.loads((tmp_path / "results.json").read_text()) == results
+def test_lightning_run_stagewise_early_stops_on_validation(regression, tmp_path):
+    """GB on 1,600 training rows, early stopping each stage on 400 held-out training rows."""
+    from lightning.pytorch.loggers import TensorBoardLogger
 
-    events = EventAccumulator(results["log_dir"], size_guidance={"scalars": 0})
+    x, y = regression.x_train, regression.y_train
+    gb = build_seeded(lambda: StagewiseGB(LEARNER, **OPTIONS), seed=7)
+    epochs = iter(range(100))
+    logger = TensorBoardLogger(tmp_path, name="gb", version="v0")
+    run = run_stagewise(gb, lambda: DataStream(x[:1600], y[:1600], batch_size=50,
+                                               seed=next(epochs), standardize=None),
+                        regression.x_test, regression.y_test, eval_every_units=4000,
+                        loggers=logger, max_epochs=4, patience=1, tol=0.05,
+                        validation=(x[1600:], y[1600:]))
+    logger.finalize("success")
+    history, stages = run["history"], run["stages"]
+    assert [s["stage"] for s in stages] == [0, 1, 2, 3]
+    assert all(1 <= s["best_epoch"] <= s["epochs"] <= 4 for s in stages)
+    assert any(s["epochs"] < 4 for s in stages)  # some stage stopped early
+    # the kept learners are the best epochs': the final validation loss is the last stage's best
+    final_val = evaluate_held_out(gb, x[1600:], y[1600:])["loss"]
+    assert final_val == pytest.approx(stages[-1]["val_score"], rel=1e-6)
+    # GB re-reads the data and re-evaluates frozen learners: stage i costs i + 3 units/example
+    assert gb.compute_units == sum(s["epochs"] * 1600 * (i + 3) for i, s in enumerate(stages))
+    units = [p["units"] for p in history]
+    assert units[0] == 0 and units == sorted(set(units)) and units[-1] == gb.compute_units
+    assert history[-1]["test_loss"] < 0.85 * history[0]["test_loss"]  # measured 0.82
+    seconds = [p["seconds"] for p in history]
+    assert seconds[0] == pytest.approx(0, abs=0.05) and seconds == sorted(seconds)
+    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0})
     events.Reload()
-    assert {"test/loss", "gb/test_loss", "gb/stage", "anytime/loss"} <= set(
-        events.Tags()["scalars"])
-    gb_steps = [e.step for e in events.Scalars("gb/test_loss")]
-    assert gb_steps == [int(p["units"]) for p in gb]
-    assert [e.step for e in events.Scalars("test/loss")] == [int(p["units"]) for p in sgb]
+    assert [e.step for e in events.Scalars("gb/test_loss")] == [int(u) for u in units]
+
+
+@pytest.mark.parametrize(("rule", "reason", "passes"), [
+    (StoppingRule(min_passes=1, max_passes=3), "max_passes", 3),
+    (StoppingRule(plateau_tol=0.5, min_passes=2, max_passes=10), "plateau", 2),
+    (StoppingRule(max_passes=10, max_units=25_000), "budget", 1),
+])
+def test_lightning_convergence_callback_stops_by_its_rule(regression, rule, reason, passes):
+    """SGB streams passes of 1,600 rows (32 batches, 19,200 units each) until the rule stops it:
+    after 3 passes, at the end of pass 2 (a 50 % plateau tolerance), or at the first batch at or
+    past 25,000 units (inside pass 2, after 1 complete pass)."""
+    x, y = regression.x_train, regression.y_train
+    booster = build_seeded(lambda: SGB(LEARNER, **OPTIONS), seed=7)
+    callback = ConvergenceCallback(regression.x_test, regression.y_test, 4000,
+                                   val_x=x[1600:], val_y=y[1600:], rule=rule, pass_batches=32)
+    stream = MultiPassStream(lambda p: DataStream(x[:1600], y[:1600], batch_size=50, seed=p,
+                                                  standardize=None), passes=10)
+    fit_streaming(booster, stream, callback)
+    assert callback.stop_reason == reason and callback.passes == passes
+    units = booster.compute_units
+    if reason == "budget":
+        assert 25_000 <= units < 25_000 + 50 * 12 and booster.samples_seen % 1600 != 0
+    else:
+        assert units == 19_200 * passes
+    assert callback.history[-1]["units"] == units and callback.val_curve[-1][0] == units
+    assert callback.val_curve[-1][1] == pytest.approx(
+        evaluate_held_out(booster, x[1600:], y[1600:])["loss"], rel=1e-9)
+    # every pass end is a validation point
+    assert {19_200.0 * k for k in range(1, callback.passes + 1)} <= {
+        u for u, _ in callback.val_curve}

@@ -16,8 +16,12 @@ class SingleLearner(Booster):
     """One weak learner ``h`` predicting ``y0 + h(x)`` and trained on ``mean_b ℓ(y0 + h(x_b))``.
 
     The "Base" column of the SGB paper's Table 1 and the base learner of the OGB paper's
-    comparisons, with the same interface, input checks and compute units (3 per example) as the
-    boosters, so curves share one x-axis.
+    comparisons, with the same interface, input checks and compute units as the boosters, so
+    curves share one x-axis: 3 units per example (one prediction, one update) times
+    ``prediction_units``, the cost of one prediction of this learner in weak-learner predictions.
+    A "wide" network with the parameter count of an ``N``-learner ensemble (e.g.
+    ``TwoLayerNet(d, N·h)``) costs as much per example as ``N`` weak learners, so it is built with
+    ``prediction_units=N`` and spends ``3N`` units per example, like the streaming boosters.
 
     Example:
         >>> import torch
@@ -25,13 +29,27 @@ class SingleLearner(Booster):
         >>> base = SingleLearner(lambda: nn.Linear(3, 2), "softmax", n_outputs=2)
         >>> base.learn(torch.randn(4, 3), torch.tensor([0, 1, 1, 0])).shape
         torch.Size([4, 2])
+        >>> base.units_per_example, SingleLearner(lambda: nn.Linear(3, 1),
+        ...                                       prediction_units=8).units_per_example
+        (3, 24)
     """
 
-    def __init__(self, learner: Any, loss: Any = "squared", **kwargs: Any) -> None:
+    def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("n_learners", 1)
         super().__init__(learner, loss, **kwargs)
         if self.n_learners != 1:
             raise ValueError(f"SingleLearner has one learner, got {self.n_learners}")
+        if isinstance(prediction_units, bool) or not (
+                isinstance(prediction_units, int) and prediction_units >= 1):
+            raise ValueError(f"prediction_units must be an int >= 1, got {prediction_units!r}")
+        self.prediction_units = prediction_units
+
+    @property
+    def units_per_example(self) -> int:
+        """``3 × prediction_units``: one prediction and one update (2) of the learner, each
+        costing ``prediction_units`` weak-learner predictions."""
+        return super().units_per_example * self.prediction_units
 
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) + h])

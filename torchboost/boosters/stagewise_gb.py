@@ -79,13 +79,22 @@ class StagewiseGB(SGB):
 
     def fit(self, batches: Batches, *, max_epochs: int = 20, patience: int = 2,
             tol: float = 1e-3, progress: bool = False,
-            on_batch_end: Callable[[StagewiseGB], None] | None = None) -> list[dict[str, float]]:
-        """Train the remaining stages, each until its epoch-mean fit loss stops improving by a
-        relative ``tol`` for ``patience`` epochs (or ``max_epochs``).
+            on_batch_end: Callable[[StagewiseGB], None] | None = None,
+            validate: Callable[[StagewiseGB], float] | None = None) -> list[dict[str, float]]:
+        """Train the remaining stages, each to convergence: until its score has not improved by a
+        relative ``tol`` for ``patience`` epochs in a row (or ``max_epochs``).
+
+        The score is ``validate(self)`` after every epoch if given — a held-out score, lower is
+        better, e.g. the loss or error rate on a validation split of the training data (early
+        stopping); the stage then keeps the learner of its best epoch (the epochs after it are
+        still paid for in compute units). Without ``validate`` it is the epoch-mean fit loss of
+        the stage's learner on its training batches, and the last epoch's learner is kept.
 
         ``batches`` is a re-iterable of ``(x, y)`` (a list, a DataLoader) or a function returning
         a fresh iterable each epoch. ``on_batch_end(self)`` runs after every batch (for
-        evaluation every K compute units). Returns one summary dict per trained stage.
+        evaluation every K compute units). Returns one summary dict per trained stage
+        (``stage``, ``epochs``, ``fit_loss`` of the last epoch, ``compute_units`` at its end
+        and, with ``validate``, ``val_score`` of the kept learner and ``best_epoch``).
         """
         if max_epochs < 1 or patience < 1:
             raise ValueError("max_epochs and patience must be >= 1")
@@ -96,17 +105,27 @@ class StagewiseGB(SGB):
             if i > int(self.stage):
                 self.next_stage()
             best, stale, epoch_loss, epochs_run = float("inf"), 0, float("inf"), 0
+            best_epoch, best_state = 0, None
             while epochs_run < max_epochs:
                 epoch_loss = self._fit_epoch(epochs(), on_batch_end)
                 epochs_run += 1
-                if epoch_loss < best * (1.0 - tol):
-                    best, stale = epoch_loss, 0
+                score = epoch_loss if validate is None else float(validate(self))
+                if score < best * (1.0 - tol):
+                    best, stale, best_epoch = score, 0, epochs_run
+                    if validate is not None:
+                        best_state = {k: v.clone() for k, v in
+                                      self.learners.learner_state(i).items()}
                 else:
                     stale += 1
                     if stale >= patience:
                         break
-            history.append({"stage": i, "epochs": epochs_run, "fit_loss": epoch_loss,
-                            "compute_units": float(self.compute_units)})
+            summary = {"stage": i, "epochs": epochs_run, "fit_loss": epoch_loss,
+                       "compute_units": float(self.compute_units)}
+            if validate is not None:
+                if best_state is not None and best_epoch != epochs_run:
+                    self.learners.engine.set_learner_state(i, best_state)
+                summary.update(val_score=best, best_epoch=best_epoch)
+            history.append(summary)
         return history
 
     def _fit_epoch(self, batches: Iterable[tuple[Tensor, Tensor]],

@@ -7,9 +7,11 @@ example, 2 per update).
 * :class:`StreamingCallback` — held-out evaluation every ``K`` compute units, per-learner edges,
   target norms, OGB's σ, learning rates and the anytime curve, logged against units;
 * :func:`run_stagewise` — stagewise GB evaluated on the same unit schedule;
-* :func:`fit_streaming` — one streaming fit on a Lightning ``Trainer`` (the driver of the
-  experiments and the CLI);
-* :func:`stream_and_compare` — both, from one configuration, into one TensorBoard run.
+* :func:`fit_streaming` — one streaming fit on a Lightning ``Trainer``;
+* :class:`ConvergenceCallback` and :class:`StoppingRule` — stream passes over a training set
+  until the validation curve plateaus, a compute budget is spent or a cap on passes is reached
+  (the comparison driver, :func:`torchboost.experiment.run_comparison`, runs every method this
+  way, stagewise GB with validation early stopping through :func:`run_stagewise`);
 * :class:`BadInputLogger` — logs the rows a :class:`~torchboost.data.ScreenedStream` skipped.
 * :class:`AtomicCheckpointIO` — checkpoint files that a killed process never leaves
   half-written; :func:`latest_checkpoint` — the newest one in a directory, to resume from.
@@ -35,12 +37,7 @@ Example:
 from torchboost.lightning.bad_input import BadInputLogger, screened_streams
 from torchboost.lightning.callback import StreamingCallback
 from torchboost.lightning.checkpoint_io import AtomicCheckpointIO, atomic_save, latest_checkpoint
-from torchboost.lightning.compare import (
-    DEFAULT_EVAL_POINTS,
-    build_seeded,
-    fit_streaming,
-    stream_and_compare,
-)
+from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
     evaluate_held_out,
@@ -50,15 +47,24 @@ from torchboost.lightning.module import StreamingBoosterModule
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.lightning.scalars import log_scalars
 from torchboost.lightning.stagewise import run_stagewise
+from torchboost.lightning.stopping import (
+    STOP_REASONS,
+    ConvergenceCallback,
+    StoppingRule,
+    TrainingClock,
+)
 
 __all__ = [
-    "DEFAULT_EVAL_POINTS",
+    "STOP_REASONS",
     "AtomicCheckpointIO",
     "BadInputLogger",
     "BoostingRound",
+    "ConvergenceCallback",
     "HeldOutEvaluator",
+    "StoppingRule",
     "StreamingBoosterModule",
     "StreamingCallback",
+    "TrainingClock",
     "atomic_save",
     "build_seeded",
     "evaluate_held_out",
@@ -68,5 +74,4 @@ __all__ = [
     "log_scalars",
     "run_stagewise",
     "screened_streams",
-    "stream_and_compare",
 ]

@@ -1,29 +1,24 @@
-"""One call: a streaming booster through Lightning, then stagewise GB from the same configuration,
-both evaluated every ``K`` compute units and logged to one TensorBoard run."""
+"""Building boosters alike and one streaming fit on a Lightning ``Trainer``: the pieces of the
+comparison driver, :func:`torchboost.experiment.run_comparison` (which runs SGB, its variants,
+stagewise GB, the base learner and a wide network from one configuration)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
-from lightning.pytorch.loggers import Logger, TensorBoardLogger
-from torch import Tensor
+from lightning.pytorch.loggers import Logger
 
-from torchboost.boosters import Booster, StagewiseGB
-from torchboost.data import DataStream, MultiPassStream, Standardize
+from torchboost.boosters import Booster
+from torchboost.data import DataStream, MultiPassStream
 from torchboost.lightning.callback import StreamingCallback
 from torchboost.lightning.module import StreamingBoosterModule
-from torchboost.lightning.stagewise import run_stagewise
 
-__all__ = ["DEFAULT_EVAL_POINTS", "build_seeded", "fit_streaming", "stream_and_compare"]
-
-#: Evaluations over the streaming run when no ``eval_every_units`` is given.
-DEFAULT_EVAL_POINTS = 20
+__all__ = ["build_seeded", "fit_streaming"]
 
 BoosterT = TypeVar("BoosterT", bound=Booster)
 
@@ -87,86 +82,3 @@ def fit_streaming(booster: Booster, stream: DataStream | MultiPassStream,
     trainer = pl.Trainer(logger=logger, callbacks=callbacks, **settings)
     trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream, ckpt_path=ckpt_path)
     return trainer
-
-
-def stream_and_compare(
-    booster_factory: Callable[[], Booster],
-    gb_factory: Callable[[], StagewiseGB],
-    train_x: Tensor,
-    train_y: Tensor,
-    test_x: Tensor,
-    test_y: Tensor,
-    *,
-    batch_size: int = 32,
-    seed: int = 0,
-    standardize: Standardize = "auto",
-    eval_every_units: float | None = None,
-    log_dir: str | Path = "runs",
-    name: str = "stream_and_compare",
-    version: int | str | None = None,
-    max_gb_epochs: int = 20,
-    gb_patience: int = 2,
-    gb_tol: float = 1e-3,
-    eval_batch_size: int = 4096,
-    progress: bool = False,
-    history_path: str | Path | None = None,
-    trainer_kwargs: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Streaming boosting vs stagewise GB at equal compute (Hu et al. 2017, Fig. 2).
-
-    1. ``booster_factory()`` (seeded by ``seed``) learns one pass over a
-       :class:`~torchboost.data.DataStream` of ``(train_x, train_y)`` (``batch_size``, order
-       ``seed``, standardisation ``standardize`` from training rows only) through
-       :class:`StreamingBoosterModule` and :class:`StreamingCallback` on a Lightning ``Trainer``;
-    2. ``gb_factory()`` (seeded by ``seed`` too, so a factory sharing the learner factory starts
-       from the same learners) is trained by :func:`run_stagewise` over re-runs of the same
-       stream, at most ``max_gb_epochs`` epochs per stage with patience ``gb_patience``.
-
-    Step 1 is :func:`fit_streaming`; ``trainer_kwargs`` override its ``Trainer`` settings.
-
-    Both are evaluated on ``(test_x, test_y)`` every ``eval_every_units`` compute units (default:
-    the streaming run's total units / :data:`DEFAULT_EVAL_POINTS`) and log to one TensorBoard run
-    under ``log_dir/name/version`` (tags ``test/loss``, ``gb/test_loss``, ... against units; see
-    :class:`StreamingCallback` and :func:`run_stagewise`).
-
-    Returns:
-        ``{"sgb": history, "gb": history, "anytime": [...], "gb_stages": [...],
-        "eval_every_units": K, "log_dir": str}``, also written as JSON to ``history_path`` if
-        given. Each history is a list of evaluation points increasing in ``units``.
-    """
-    logger = TensorBoardLogger(save_dir=str(log_dir), name=name, version=version,
-                               default_hp_metric=False)
-
-    def make_stream() -> DataStream:
-        return DataStream(train_x, train_y, batch_size=batch_size, seed=seed,
-                          standardize=standardize)
-
-    stream = make_stream()
-    booster = build_seeded(booster_factory, seed)
-    if eval_every_units is None:
-        eval_every_units = booster.units_per_example * stream.n_samples / DEFAULT_EVAL_POINTS
-    callback = StreamingCallback(test_x, test_y, eval_every_units,
-                                 eval_batch_size=eval_batch_size, transform=stream.transform)
-    trainer = fit_streaming(booster, stream, callback, logger=logger, progress=progress,
-                            description=name, trainer_kwargs=trainer_kwargs)
-    device = trainer.strategy.root_device
-    gb = build_seeded(gb_factory, seed).to(device)
-    gb_stream = make_stream()
-
-    def gb_epoch() -> Iterator[tuple[Tensor, Tensor]]:
-        gb_stream.reset()
-        return ((x.to(device), y.to(device)) for x, y in gb_stream)
-
-    gb_run = run_stagewise(gb, gb_epoch, test_x, test_y, eval_every_units=eval_every_units,
-                           loggers=logger, transform=gb_stream.transform,
-                           eval_batch_size=eval_batch_size, max_epochs=max_gb_epochs,
-                           patience=gb_patience, tol=gb_tol, progress=progress)
-    logger.finalize("success")
-    results = {"sgb": callback.history, "gb": gb_run["history"], "anytime": callback.anytime,
-               "gb_stages": gb_run["stages"], "eval_every_units": float(eval_every_units),
-               "log_dir": logger.log_dir}
-    if history_path is not None:
-        path = Path(history_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=2))
-    return results

@@ -11,6 +11,7 @@ from torch import Tensor
 from torchboost.boosters import StagewiseGB
 from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.scalars import log_scalars
+from torchboost.lightning.stopping import TrainingClock
 
 __all__ = ["run_stagewise"]
 
@@ -21,8 +22,9 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
                   eval_every_units: float, loggers: Logger | Iterable[Logger] | None = None,
                   transform: Transform | None = None, eval_batch_size: int = 4096,
                   eval_growth: float | None = None, max_epochs: int = 20, patience: int = 2,
-                  tol: float = 1e-3, progress: bool = False,
-                  prefix: str = "gb") -> dict[str, Any]:
+                  tol: float = 1e-3, progress: bool = False, prefix: str = "gb",
+                  validation: tuple[Tensor, Tensor] | None = None,
+                  val_metric: str = "loss") -> dict[str, Any]:
     """Train ``gb`` stage by stage with :meth:`StagewiseGB.fit` and evaluate it every
     ``eval_every_units`` compute units — the GB baseline of Hu et al. (2017), Sec. 6.2.
 
@@ -43,24 +45,40 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
         loggers: where ``{prefix}/test_loss``, ``{prefix}/test_error`` (classifiers) and
             ``{prefix}/stage`` are logged with the compute units as step.
         max_epochs, patience, tol: the per-stage stopping rule of :meth:`StagewiseGB.fit`.
+        validation: ``(val_x, val_y)``, a validation split of the training data (``transform``
+            applies): each stage is then trained to convergence by early stopping on its
+            ``val_metric`` (``"loss"`` or ``"error"``) after every epoch, keeping the best epoch's
+            learner (``fit(validate=...)``); without it, on the training fit loss.
         progress: show ``fit``'s progress bar over stages.
 
     Returns:
         ``{"history": [...], "stages": [...]}``: evaluation points (``units``, ``samples``,
-        ``test_loss``, ``test_error``, ``stage``) increasing in units, starting at the booster's
+        ``test_loss``, ``test_error``, ``stage``, ``seconds``: training wall time so far,
+        evaluations and validations excluded) increasing in units, starting at the booster's
         compute on entry and ending at its final compute, and ``fit``'s per-stage summaries.
     """
     evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units, batch_size=eval_batch_size,
                                  transform=transform, growth=eval_growth)
     history: list[dict[str, float | int | None]] = []
+    clock = TrainingClock()
+    validate = None
+    if validation is not None:
+        val_scores = HeldOutEvaluator(*validation, eval_every_units, batch_size=eval_batch_size,
+                                      transform=transform)
+
+        def validate(model: StagewiseGB) -> float:
+            with clock.paused():
+                return val_scores.scores(model)[val_metric]
 
     def record(model: StagewiseGB) -> None:
-        units = float(model.compute_units)
-        scores = evaluator(model)
+        seconds = clock.seconds
+        with clock.paused():
+            units = float(model.compute_units)
+            scores = evaluator(model)
         stage = int(model.stage)
         history.append({"units": units, "samples": model.samples_seen,
                         "test_loss": scores["loss"], "test_error": scores.get("error"),
-                        "stage": stage})
+                        "stage": stage, "seconds": seconds})
         log_scalars(loggers, {f"{prefix}/test_loss": scores["loss"],
                               f"{prefix}/test_error": scores.get("error"),
                               f"{prefix}/stage": stage}, step=units)
@@ -69,9 +87,11 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
         if evaluator.due(model.compute_units):
             record(model)
 
+    clock.start()
     record(gb)
     stages = gb.fit(batches, max_epochs=max_epochs, patience=patience, tol=tol,
-                    progress=progress, on_batch_end=on_batch_end)
-    if history[-1]["units"] != float(gb.compute_units):
-        record(gb)
+                    progress=progress, on_batch_end=on_batch_end, validate=validate)
+    if history[-1]["units"] == float(gb.compute_units):
+        history.pop()  # re-evaluate: early stopping may have restored the last stage's learner
+    record(gb)
     return {"history": history, "stages": stages}
