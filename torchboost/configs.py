@@ -100,8 +100,8 @@ class ExperimentConfig:
     its validation score has not improved for ``gb_patience`` epochs (at most
     ``gb_max_epochs``); the streaming methods stream seeded passes over the training rows until
     their validation curve plateaus (``plateau_tol`` relative improvement over the last quarter
-    of their units, after ``min_passes`` passes), their units reach ``max_units`` (default: GB's
-    total units) or ``max_passes`` passes are done — see
+    of their units, after ``min_passes`` passes or all ``max_passes``), their units reach
+    ``max_units`` (default: GB's total units) or ``max_passes`` passes are done — see
     :class:`~torchboost.lightning.StoppingRule`.
     """
 
@@ -119,7 +119,7 @@ class ExperimentConfig:
     max_train: int | None = None
     val_fraction: float = 0.1
     plateau_tol: float = 0.01
-    min_passes: int = 2
+    min_passes: int = 5
     max_passes: int = 50
     max_units: float | None = None
     eval_points: int = 40
@@ -175,7 +175,7 @@ DATASETS: dict[str, dict[str, Any]] = {
               "learner": {"kind": "two_layer", "hidden": 1, "activation": "sigmoid"}},
     "a9a": {"loss": "logistic", "n_learners": 8, "lr": 1e-2,
             "learner": {"kind": "two_layer", "hidden": 1, "activation": "sigmoid"}},
-    "mnist": {"loss": "softmax", "n_learners": 16, "n_outputs": 10, "lr": 1e-2,
+    "mnist": {"loss": "softmax", "n_learners": 8, "n_outputs": 10, "lr": 1e-2,
               "learner": {"kind": "conv", "hidden": 5, "activation": "sigmoid"}},
     "slice": {"loss": "squared", "n_learners": 16, "lr": 1e-3,
               "learner": {"kind": "two_layer", "hidden": 10, "activation": "leaky_relu"}},

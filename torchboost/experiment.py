@@ -18,7 +18,7 @@ learner factory, ``y0="mean"`` and the same optimizer learning rate):
   (:meth:`~torchboost.configs.LearnerConfig.widened`) trained on the loss by one Adam; one of its
   predictions costs ``N`` weak-learner predictions (``prediction_units=N``);
 * ``GB`` — stagewise GB with gradient targets (the paper's baseline), each stage trained to
-  convergence with early stopping on the validation metric (patience ``gb_patience`` epochs, at
+  convergence with early stopping on the validation loss (patience ``gb_patience`` epochs, at
   most ``gb_max_epochs``);
 * ``SGB`` — the paper: gradient targets, fixed step; ``SGB_newton`` — ``targets="newton"``;
   ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
@@ -31,7 +31,7 @@ learner factory, ``y0="mean"`` and the same optimizer learning rate):
 training rows one after another through Lightning (:func:`~torchboost.lightning.fit_streaming`,
 a :class:`~torchboost.lightning.ConvergenceCallback` on a :class:`~torchboost.data.MultiPassStream`
 of ``max_passes`` passes) and stop by :class:`~torchboost.lightning.StoppingRule`: a plateau of
-the validation metric (less than ``plateau_tol`` relative improvement over the last quarter of
+the validation loss (less than ``plateau_tol`` relative improvement over the last quarter of
 the units spent, after ``min_passes`` passes), the compute budget (``max_units``, default GB's
 total units), or ``max_passes``.
 
@@ -193,8 +193,7 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     data = prepare_data(config, dataset)
     boosters = make_boosters(config, data)
     _, skipped = method_builders(config, data)
-    classifier = data.dataset.task != "regression"
-    val_metric = "error" if classifier else "loss"
+    val_metric = "loss"  # smoother than the error rate on a small validation split
     n = len(data.x_train)
     n_learners = config.n_learners
     if config.max_units is not None:
@@ -230,7 +229,8 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
         if budget is None:
             budget = methods["GB"]["units"]
 
-    rule = StoppingRule(config.plateau_tol, config.min_passes, config.max_passes, budget)
+    rule = StoppingRule(config.plateau_tol, min(config.min_passes, config.max_passes),
+                        config.max_passes, budget)
     batches_per_pass = len(pass_stream(0))
     for name, booster in boosters.items():
         if name == "GB":
