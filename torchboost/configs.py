@@ -167,7 +167,10 @@ class ExperimentConfig:
 
 
 
-#: The paper's per-data-set settings (Hu et al. 2017, Sec. 6.2 and footnote 4).
+#: The paper's per-data-set settings (Hu et al. 2017, Sec. 6.2 and footnote 4). Not from the
+#: paper: MNIST uses N = 8 learners (16 reached the same error at twice the compute), and the
+#: generic regression streams (``csv``) Adam's rate 1e-2 (at 1e-3 no method had converged after
+#: 50 passes of kin40k).
 DATASETS: dict[str, dict[str, Any]] = {
     "abalone": {"loss": "squared", "n_learners": 16, "lr": 1e-2,
                 "learner": {"kind": "two_layer", "hidden": 1, "activation": "sigmoid"}},
@@ -181,7 +184,7 @@ DATASETS: dict[str, dict[str, Any]] = {
               "learner": {"kind": "two_layer", "hidden": 10, "activation": "leaky_relu"}},
     "year": {"loss": "squared", "n_learners": 16, "lr": 1e-3,
              "learner": {"kind": "two_layer", "hidden": 10, "activation": "sigmoid"}},
-    "csv": {"loss": "squared", "n_learners": 16, "lr": 1e-3,
+    "csv": {"loss": "squared", "n_learners": 16, "lr": 1e-2,
             "learner": {"kind": "two_layer", "hidden": 10, "activation": "leaky_relu"}},
 }
 
