@@ -8,7 +8,7 @@ network, each run to convergence: the SGB paper's Fig. 2 and Table 1 with honest
 No method runs a fixed number of passes: GB trains each stage to convergence (early stopping on
 a validation split of the training rows), and every streaming method (base, wide, SGB,
 SGB_newton, SGB_learned) streams passes until its validation curve plateaus (< 1 % better over
-the last quarter of its units, after 5 passes), its units reach GB's total units, or 50 passes
+the last quarter of its units, after 10 passes), its units reach GB's total units, or 50 passes
 (:func:`torchboost.experiment.run_comparison`). Only YEAR is subsampled (``max_train``), for
 time. Data sets can run in separate processes (``--datasets``): the table is rebuilt from every
 ``results.json`` in the output folder.

@@ -119,7 +119,7 @@ class ExperimentConfig:
     max_train: int | None = None
     val_fraction: float = 0.1
     plateau_tol: float = 0.01
-    min_passes: int = 5
+    min_passes: int = 10
     max_passes: int = 50
     max_units: float | None = None
     eval_points: int = 40
