@@ -83,6 +83,7 @@ def stream(booster: Booster, x: torch.Tensor, y: torch.Tensor, x_test: torch.Ten
 
 def plot(results: dict[str, dict[str, dict[str, object]]], out: Path) -> Path:
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
     for ax, (kind, runs) in zip(axes[0], results.items(), strict=True):
@@ -94,8 +95,12 @@ def plot(results: dict[str, dict[str, dict[str, object]]], out: Path) -> Path:
         ax.set(title=f"MNIST, {kind} learners (N = {N_LEARNERS})", xlabel="passes",
                ylabel="test error (%)")
         ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend()
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper right", framealpha=0.8)
+    fig.tight_layout()
     return save_figure(fig, out)
 
 
