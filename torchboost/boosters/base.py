@@ -152,7 +152,7 @@ class Booster(nn.Module, ABC):
         with BatchNorm running statistics (updated from each rank's shard alone).
         """
         if sync is not None:
-            if type(self).learn is not Booster.learn:
+            if type(self)._learn is not Booster._learn:
                 raise ValueError(f"{type(self).__name__} runs its own round (learn), which is not "
                                  "synchronised across processes; data-parallel training supports "
                                  "the boosters built on Booster.learn (SGB, ResidualSGB, OGB, "
@@ -174,7 +174,13 @@ class Booster(nn.Module, ABC):
         """One streaming round on the mini-batch ``(x, y)``; returns the prediction made before
         the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged;
         a round that produces NaN or inf raises :class:`~torchboost.boosters.guards.DivergenceError`
-        naming the learner (see :mod:`torchboost.boosters.guards`)."""
+        naming the learner (see :mod:`torchboost.boosters.guards`). Autograd is switched on for
+        the learners inside, so ``learn`` also works under ``torch.no_grad()``."""
+        _check_grad_mode()
+        with torch.enable_grad():
+            return self._learn(x, y)
+
+    def _learn(self, x: Tensor, y: Tensor) -> Tensor:
         x, z = self._checked_round_input(x, y)
         outputs = self._learner_outputs(x)
         h = outputs.detach()
@@ -219,10 +225,20 @@ class Booster(nn.Module, ABC):
 
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction)."""
+        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
+        The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
+        and each gets its previous mode back afterwards."""
         x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
         return self.combine(self.partial_sums(h, self.initial_prediction(x)))
+
+    def predict_label(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Predicted labels ``(B,)`` of a classifier: the loss's decision on :meth:`predict`'s
+        scores (``argmax`` for softmax, the sign for logistic and hinge losses)."""
+        if not self.loss.is_classifier:
+            raise ValueError(f"{self.loss.name} loss is a regression loss; use predict()")
+        return self.loss.predict_label(self.predict(x, n_learners))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.predict(x)
@@ -272,7 +288,14 @@ class Booster(nn.Module, ABC):
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
-        out = self.learners(x, n_learners)
+        try:
+            out = self.learners(x, n_learners)
+        except RuntimeError as err:
+            if self.input_shape is None:  # a fresh booster: most likely the wrong width
+                raise ValueError(f"the weak learners failed on features of shape "
+                                 f"{tuple(x.shape[1:])} per example (check the input width "
+                                 f"they expect): {err}") from err
+            raise
         if out.shape[-1] != self.out_dim:
             raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
                              f"{self.loss.name} loss with this problem needs {self.out_dim}")
@@ -320,6 +343,9 @@ class Booster(nn.Module, ABC):
         return self.units_per_example
 
     def _check_features(self, x: Tensor) -> Tensor:
+        """Checked features, detached (``learn`` never writes into the caller's ``x.grad``) and
+        cast to the learners' dtype (the one dtype rule, shared by ``ScreenedStream`` and the
+        Lightning module, which both go through here)."""
         if not torch.is_tensor(x):
             raise ValueError(f"features must be a torch.Tensor, got {type(x).__name__}")
         if x.ndim < 2:
@@ -328,6 +354,10 @@ class Booster(nn.Module, ABC):
             raise ValueError("empty batch: features have 0 rows")
         if not x.is_floating_point():
             raise ValueError(f"features must be floating point, got dtype {x.dtype}")
+        x = x.detach()
+        dtype = self.learners.dtype
+        if x.dtype != dtype:
+            x = x.to(dtype)
         expected = self.input_shape
         if expected is not None and tuple(x.shape[1:]) != expected:
             raise ValueError(f"features have shape {tuple(x.shape[1:])} per example, but this "
@@ -341,6 +371,9 @@ class Booster(nn.Module, ABC):
         return x
 
     def _check_labels(self, y: Tensor, batch: int) -> Tensor:
+        if torch.is_tensor(y) and y.device.type == "meta":
+            raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
+                             f"on {self.y0_fixed.device}")
         z = self.loss.encode_target(y, self.out_dim)
         if z.shape[0] != batch:
             raise ValueError(f"{z.shape[0]} labels for {batch} examples")
@@ -357,6 +390,12 @@ class Booster(nn.Module, ABC):
         self.input_shape = tuple(shape) if shape is not None else None
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
+
+
+def _check_grad_mode() -> None:
+    if torch.is_inference_mode_enabled():
+        raise ValueError("learn() cannot train under torch.inference_mode(); call it outside "
+                         "(torch.no_grad() is fine: learn switches autograd on for the learners)")
 
 
 def _check_y0(y0: Y0, out_dim: int) -> str:

@@ -63,9 +63,10 @@ class OGB(OnlineLinearBooster):
         if not 1.0 / n <= step <= 1.0:
             raise ValueError(f"OGB needs step η in [1/N, 1] = [{1.0 / n:.4g}, 1], got {step}")
         self.step = step
-        self.radius = ogb_radius(self.loss, step, n, self.bound) if radius is None else radius
-        if not self.radius > 0:
-            raise ValueError(f"radius B must be > 0, got {self.radius}")
+        self.radius = ogb_radius(self.loss, step, n, self.bound) if radius is None else float(
+            radius)
+        if not (math.isfinite(self.radius) and self.radius > 0):
+            raise ValueError(f"radius B must be a finite number > 0, got {self.radius!r}")
         self.lipschitz_radius = self.loss.lipschitz(self.radius)
         self.projection = Ball(self.radius)
         self.register_buffer("sigma", torch.zeros(n))

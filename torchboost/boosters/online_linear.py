@@ -3,6 +3,7 @@ are online *linear* learners with outputs bounded by ``D``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -34,8 +35,8 @@ class OnlineLinearBooster(Booster):
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float = 1.0,
                  objective: LearnerObjective = "linear", bound_outputs: bool = True,
                  **kwargs: Any) -> None:
-        if not bound > 0:
-            raise ValueError(f"bound D must be > 0, got {bound}")
+        if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
+            raise ValueError(f"bound D must be a finite number > 0, got {bound!r}")
         if objective not in ("linear", "greedy"):
             raise ValueError(f"objective must be 'linear' or 'greedy', got {objective!r}")
         if bound_outputs and not isinstance(learners, WeakLearners):

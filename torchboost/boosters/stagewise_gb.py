@@ -45,7 +45,7 @@ class StagewiseGB(SGB):
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
 
-    def learn(self, x: Tensor, y: Tensor) -> Tensor:
+    def _learn(self, x: Tensor, y: Tensor) -> Tensor:
         """One Adam step of the current stage's learner; returns the prediction before it."""
         x = self._check_features(x)
         z = self._check_labels(y, x.shape[0])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -73,8 +75,8 @@ class BoundedOutput(nn.Module):
 
     def __init__(self, module: nn.Module, bound: float = 1.0) -> None:
         super().__init__()
-        if not bound > 0:
-            raise ValueError(f"bound must be > 0, got {bound}")
+        if not (math.isfinite(bound) and bound > 0):
+            raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
         self.module = module
         self.bound = float(bound)
 

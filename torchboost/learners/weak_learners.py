@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import torch
@@ -62,6 +63,7 @@ class WeakLearners(nn.Module):
         if mode == "auto":
             mode = "stacked" if stacking_problem(modules, spec) is None else "loop"
         self.mode: str = mode
+        self.optimizer_spec = spec
         self.engine: StackedEngine | LoopEngine = (
             StackedEngine(modules, spec) if mode == "stacked" else LoopEngine(modules, spec)
         )
@@ -83,7 +85,12 @@ class WeakLearners(nn.Module):
         if not 1 <= k <= self.n_learners:
             raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
         out = self.engine(x, k)
-        out = torch.stack(out) if isinstance(out, list) else out
+        if isinstance(out, list):
+            for i, one in enumerate(out):
+                _check_output(one, i)
+            out = torch.stack(out)
+        else:
+            _check_output(out, None)
         if out.ndim == 2:
             out = out.unsqueeze(-1)
         if out.ndim != 3:
@@ -94,7 +101,34 @@ class WeakLearners(nn.Module):
     def forward_one(self, index: int, x: Tensor) -> Tensor:
         """Output of learner ``index`` alone, ``(B, m)``."""
         out = self.engine.forward_one(index, x)
+        _check_output(out, index)
         return out.unsqueeze(-1) if out.ndim == 1 else out
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The learners' floating dtype (that of their first floating parameter or buffer;
+        the default dtype when they have none): features are cast to it."""
+        for tensor in (*self.parameters(), *self.buffers()):
+            if tensor.is_floating_point():
+                return tensor.dtype
+        return torch.get_default_dtype()
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Every learner in ``eval()`` mode inside the block (Dropout off, BatchNorm on its
+        running statistics), each module's previous mode restored on exit, as
+        ``model.eval()`` ... ``model.train(was_training)`` in plain PyTorch."""
+        modules = list(self.modules())
+        template = getattr(self.engine, "_template", None)
+        if template is not None:
+            modules += list(template[0].modules())
+        modes = [m.training for m in modules]
+        self.eval()
+        try:
+            yield
+        finally:
+            for module, mode in zip(modules, modes, strict=True):
+                module.training = mode
 
     def step(self, loss: Tensor, index: int | None = None) -> None:
         """Back-propagate ``loss`` (a scalar summing the learners' own losses) and step the
@@ -146,6 +180,14 @@ class WeakLearners(nn.Module):
         for opt in self.engine.optimizers:
             opt.load_state_dict(opt.state_dict())
         return self
+
+
+def _check_output(out: object, index: int | None) -> None:
+    if not torch.is_tensor(out):
+        who = "weak learners return" if index is None else f"weak learner {index} returns"
+        raise ValueError(f"{who} a {type(out).__name__}, not a tensor: a learner's forward must "
+                         "return its scores as one (B, m) or (B,) tensor (wrap a module with "
+                         "tuple or dict outputs in one that picks the scores)")
 
 
 def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:

@@ -157,7 +157,7 @@ class MulticlassBooster(Booster):
         return cross_entropy_gradient(h, targets)
 
     # --- public API ---------------------------------------------------------------------------
-    def learn(self, x: Tensor, y: Tensor) -> Tensor:
+    def _learn(self, x: Tensor, y: Tensor) -> Tensor:
         """One round on the mini-batch ``(x, y)``; returns the labels ``(B,)`` predicted before
         the update. Bad input raises ``ValueError`` and leaves the state unchanged."""
         x = self._check_features(x)
@@ -185,7 +185,8 @@ class MulticlassBooster(Booster):
         if n_learners == 0:
             raise ValueError("predict needs at least one learner")
         x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
         generator = torch.Generator()
         generator.set_state(self.generator.get_state())
         return self.decide(self.partial_sums(h, self.initial_prediction(x)), generator)
@@ -194,7 +195,8 @@ class MulticlassBooster(Booster):
     def votes(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """The final vote ``s^n`` ``(B, k)`` of the first ``n_learners`` learners."""
         x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
         return self.combine(self.partial_sums(h, self.initial_prediction(x)))
 
     @torch.no_grad()
