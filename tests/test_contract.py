@@ -9,9 +9,18 @@ import pytest
 import torch
 from torch import nn
 
-from torchboost import OGB, SGB, ResidualSGB
+from torchboost import (
+    OGB,
+    SGB,
+    ConvexHullOGB,
+    DivergenceError,
+    ResidualSGB,
+    SingleLearner,
+    StagewiseGB,
+)
 from torchboost.data import BadInputError, ScreenedStream
 from torchboost.learners import BoundedOutput, WeakLearners
+from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
 
 
 def _state(booster: nn.Module) -> dict[str, torch.Tensor]:
@@ -182,10 +191,126 @@ def test_optimizers_needing_a_closure_are_refused_at_construction() -> None:
     lambda: OGB(lambda: nn.Linear(3, 1), n_learners=2, bound=math.inf),
     lambda: OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=math.nan),
     lambda: SGB(lambda: nn.Linear(3, 1), n_learners=2, optimizer_kwargs={"lr": math.inf}),
-    lambda: SGB(lambda: nn.Linear(3, 1), n_learners=2, optimizer_kwargs={"lr": 0.0}),
+    lambda: SGB(lambda: nn.Linear(3, 1), n_learners=2, optimizer_kwargs={"lr": -1.0}),
     lambda: BoundedOutput(nn.Linear(3, 1), bound=math.inf),
-], ids=["sgb-step", "rsgb-step", "ogb-step", "radius", "bound", "radius-nan", "lr-inf", "lr-0",
-        "bounded-output"])
+], ids=["sgb-step", "rsgb-step", "ogb-step", "radius", "bound", "radius-nan", "lr-inf",
+        "lr-negative", "bounded-output"])
 def test_non_finite_hyper_parameters_are_refused(build) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=r"finite|\[1/N, 1\]"):
         build()
+
+
+# --- items 3 and 6: guards on every booster, absurd finite steps, recovery ----------------------
+def _all_boosters(lr: float, optimizer: type[torch.optim.Optimizer] = torch.optim.SGD):
+    kw = {"optimizer": optimizer, "optimizer_kwargs": {"lr": lr}}
+
+    def net() -> nn.Module:
+        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+
+    def classifier() -> nn.Module:
+        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+
+    return {
+        "sgb": (SGB(net, n_learners=3, step=0.5, **kw), "real"),
+        "rsgb": (ResidualSGB(net, n_learners=3, **kw), "real"),
+        "ogb": (OGB(net, n_learners=3, **kw), "real"),
+        "chogb": (ConvexHullOGB(net, n_learners=3, **kw), "real"),
+        "single": (SingleLearner(net, **kw), "real"),
+        "stagewise": (StagewiseGB(net, n_learners=3, step=0.5, **kw), "real"),
+        "olm": (AdaboostOLM(classifier, 3, n_learners=3, **kw), "class"),
+        "oza": (OzaBoost(classifier, 3, n_learners=3, **kw), "class"),
+        "mbbm": (OnlineMBBM(classifier, 3, 0.1, n_learners=3, **kw), "class"),
+    }
+
+
+def _batch(kind: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(16, 3, generator=g)
+    y = torch.randint(0, 3, (16,), generator=g) if kind == "class" else torch.randn(16, generator=g)
+    return x, y
+
+
+def _optimizer_state(booster) -> list:  # type: ignore[no-untyped-def]
+    import copy
+    return copy.deepcopy([opt.state_dict() for opt in booster.learners.optimizers])
+
+
+@pytest.mark.parametrize("name", list(_all_boosters(0.1)))
+def test_every_booster_rejects_an_absurd_step_restores_everything_and_recovers(name: str) -> None:
+    torch.manual_seed(0)
+    booster, kind = _all_boosters(0.05, torch.optim.SGD)[name]
+    for group in (g for opt in booster.learners.optimizers for g in opt.param_groups):
+        group["momentum"] = 0.9  # optimizer state that a rejected step must not keep
+    booster.learn(*_batch(kind, 0))
+    state, opt_state = _state(booster), _optimizer_state(booster)
+    generator = getattr(booster, "generator", None)
+    generator_state = None if generator is None else generator.get_state()
+    for group in (g for opt in booster.learners.optimizers for g in opt.param_groups):
+        group["lr"] = 1e30  # finite parameters of ~1e29 after one step: useless, not NaN
+    with pytest.raises(DivergenceError):
+        booster.learn(*_batch(kind, 1))
+    assert _same_state(state, _state(booster)) and booster.rounds == 1
+    after = _optimizer_state(booster)
+    for saved, now in zip(opt_state, after, strict=True):
+        assert saved["state"].keys() == now["state"].keys()
+        for key in saved["state"]:
+            for name_, value in saved["state"][key].items():
+                assert torch.equal(value, now["state"][key][name_]), name_
+    if generator is not None:
+        assert torch.equal(generator_state, generator.get_state())
+    for group in (g for opt in booster.learners.optimizers for g in opt.param_groups):
+        group["lr"] = 0.05
+    for seed in range(2, 5):  # the booster continues once the learning rate is lowered
+        out = booster.learn(*_batch(kind, seed))
+        assert torch.isfinite(out).all()
+    assert all(torch.isfinite(p).all() for p in booster.parameters())
+
+
+@pytest.mark.parametrize("name", ["stagewise", "olm", "oza", "mbbm"])
+def test_boosters_that_had_no_guard_raise_divergence_instead_of_nan(name: str) -> None:
+    torch.manual_seed(0)
+    booster, kind = _all_boosters(1e30, torch.optim.Adam)[name]
+    x, y = _batch(kind)
+    booster.learners.optimizers[0].param_groups[0]["lr"] = 1e30
+    with pytest.raises(DivergenceError):
+        for _ in range(5):
+            booster.learn(x * 1e30, y)
+    assert all(torch.isfinite(p).all() for p in booster.parameters())
+
+
+# --- item 8: one contract: scores from learn/predict, labels from predict_label -----------------
+@pytest.mark.parametrize("name", list(_all_boosters(0.1)))
+def test_every_booster_returns_scores_and_labels_from_predict_label(name: str) -> None:
+    torch.manual_seed(0)
+    booster, kind = _all_boosters(0.05)[name]
+    x, y = _batch(kind)
+    out = booster.learn(x, y)
+    assert out.is_floating_point() and out.shape == (16, booster.out_dim)
+    assert booster.predict(x).shape == (16, booster.out_dim)
+    if kind == "class":
+        labels = booster.predict_label(x)
+        assert labels.dtype == torch.int64 and torch.equal(labels, booster.predict(x).argmax(-1))
+    else:
+        with pytest.raises(ValueError, match="regression"):
+            booster.predict_label(x)
+
+
+@pytest.mark.parametrize("name", list(_all_boosters(0.1)))
+def test_every_booster_trains_under_the_lightning_module(name: str) -> None:
+    import lightning.pytorch as pl
+
+    from torchboost.data import DataStream
+    from torchboost.lightning import StreamingBoosterModule
+
+    torch.manual_seed(0)
+    booster, kind = _all_boosters(0.05)[name]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g, dtype=torch.float64)  # cast to float32 by the booster
+    y = torch.randint(0, 3, (64,), generator=g) if kind == "class" else torch.randn(64)
+    module = StreamingBoosterModule(booster)
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         accelerator="cpu")
+    trainer.fit(module, DataStream(x, y, batch_size=16, seed=0, standardize=None))
+    assert booster.rounds == 4
+    assert module.progressive_scores()["loss"] is not None

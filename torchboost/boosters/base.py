@@ -22,6 +22,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.losses import Loss, get_loss
 
-__all__ = ["Y0", "Booster"]
+__all__ = ["Y0", "Booster", "Round"]
 
 #: Initial prediction ``y^0``: a number, a tensor of shape ``(m,)``, or ``"mean"`` for the best
 #: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
@@ -41,6 +42,30 @@ Y0 = float | Tensor | str
 
 PREDICT_UNITS = 1
 UPDATE_UNITS = 2
+
+
+@dataclass
+class Round:
+    """What :meth:`Booster.plan_round` hands to the shared round.
+
+    Attributes:
+        outputs: the trained learners' outputs with autograd, ``(k, B, m)``.
+        h: their detached copy.
+        partials: the partial sums ``y^first..y^(first+k)``, ``(k + 1, B, m)``.
+        prediction: the booster's scores before the update, ``(B, m)``.
+        targets, weights: each trained learner's target ``(k, B, m)`` and loss weights.
+        first: index of the first trained learner (a stage of stagewise boosting).
+        index: the one learner whose optimizer steps (``None``: all of them).
+    """
+
+    outputs: Tensor
+    h: Tensor
+    partials: Tensor
+    prediction: Tensor
+    targets: Tensor
+    weights: Tensor | None = None
+    first: int = 0
+    index: int | None = None
 
 
 class Booster(nn.Module, ABC):
@@ -98,6 +123,10 @@ class Booster(nn.Module, ABC):
         #: examples in the current round's (global) batch
         self._round_size = 0
 
+    #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
+    #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
+    supports_distributed = True
+
     @property
     def n_learners(self) -> int:
         return len(self.learners)
@@ -147,16 +176,15 @@ class Booster(nn.Module, ABC):
         getting this rank's shard of a global batch (see :mod:`torchboost.distributed`);
         ``None`` goes back to training alone. Every replica must start from the same state.
 
-        Raises ``ValueError`` for a booster that overrides :meth:`learn` (its round is not
-        synchronised: :class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
+        Raises ``ValueError`` for a booster whose round updates state from the local shard alone
+        (:class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
         with BatchNorm running statistics (updated from each rank's shard alone).
         """
         if sync is not None:
-            if type(self)._learn is not Booster._learn:
-                raise ValueError(f"{type(self).__name__} runs its own round (learn), which is not "
-                                 "synchronised across processes; data-parallel training supports "
-                                 "the boosters built on Booster.learn (SGB, ResidualSGB, OGB, "
-                                 "ConvexHullOGB, SingleLearner)")
+            if not self.supports_distributed:
+                raise ValueError(f"{type(self).__name__} runs its own round (its per-round state "
+                                 "is not synchronised across processes); data-parallel training "
+                                 "supports SGB, ResidualSGB, OGB, ConvexHullOGB, SingleLearner")
             if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
                    for m in self.learners.modules()):
                 raise ValueError("weak learners with BatchNorm running statistics would update "
@@ -181,23 +209,55 @@ class Booster(nn.Module, ABC):
             return self._learn(x, y)
 
     def _learn(self, x: Tensor, y: Tensor) -> Tensor:
+        """The one round every booster runs: checks, :meth:`plan_round`, the numerical guards,
+        the learners' step (all of them, or one stage's), :meth:`after_step` and the
+        book-keeping. Whatever raises inside leaves the booster as it was: its buffers (σ,
+        running sums, the learners' buffers) and random generator are restored, the guards
+        restore parameters and optimizer state."""
         x, z = self._checked_round_input(x, y)
+        saved = self._round_snapshot()
+        try:
+            plan = self.plan_round(x, z)
+            check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
+            output_grad = self.learner_loss_grad(plan.h, plan.targets)
+            if plan.weights is not None:  # a per-output weighted loss: gradient output by output
+                output_grad = output_grad * plan.weights
+            if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
+                output_grad = output_grad * (x.shape[0] / self._round_size)
+            with guard_step(self.learners, plan.index):  # non-finite/absurd steps: raises
+                self.learners.step_outputs(plan.outputs, output_grad, index=plan.index,
+                                           sync=self.sync)
+            self.after_step(plan.h, plan.partials, z)
+        except BaseException:
+            self._restore_round_snapshot(saved)
+            raise
+        self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+        return plan.prediction
+
+    def plan_round(self, x: Tensor, z: Tensor) -> Round:
+        """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:
+        the learners' outputs (with autograd), their detached copy, the partial sums, the
+        prediction made before the update and each learner's target (and loss weights).
+        Default: every learner, :meth:`partial_sums`, :meth:`combine` and
+        :meth:`learner_objective`. State changed here is restored if the round fails."""
         outputs = self._learner_outputs(x)
         h = outputs.detach()
         partials = self.partial_sums(h, self.initial_prediction(x))
-        prediction = self.combine(partials)
         targets, weights = self.learner_objective(h, partials, z)
-        check_round(h, partials, targets, self.sync)  # DivergenceError: nothing has changed
-        output_grad = self.learner_loss_grad(h, targets)
-        if weights is not None:  # a per-output weighted loss: its gradient, output by output
-            output_grad = output_grad * weights
-        if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
-            output_grad = output_grad * (x.shape[0] / self._round_size)
-        with guard_step(self.learners):  # non-finite gradients/stepped parameters: raises
-            self.learners.step_outputs(outputs, output_grad, sync=self.sync)
-        self.after_step(h, partials, z)
-        self._record_round(x, h, targets, z, weights=weights)
-        return prediction
+        return Round(outputs, h, partials, self.combine(partials), targets, weights)
+
+    def _round_snapshot(self) -> tuple[list[Tensor], Tensor | None]:
+        generator = getattr(self, "generator", None)
+        state = generator.get_state() if isinstance(generator, torch.Generator) else None
+        return [b.clone() for b in self.buffers()], state
+
+    def _restore_round_snapshot(self, saved: tuple[list[Tensor], Tensor | None]) -> None:
+        buffers, state = saved
+        with torch.no_grad():
+            for buffer, old in zip(self.buffers(), buffers, strict=True):
+                buffer.copy_(old)
+        if state is not None:
+            self.generator.set_state(state)
 
     def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """Checked features and encoded labels of a round, and its (global) batch size in
@@ -231,7 +291,12 @@ class Booster(nn.Module, ABC):
         x = self._check_features(x)
         with self.learners.evaluating():
             h = self._learner_outputs(x, n_learners)
-        return self.combine(self.partial_sums(h, self.initial_prediction(x)))
+        return self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+
+    def prediction_scores(self, partials: Tensor) -> Tensor:
+        """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no
+        state."""
+        return self.combine(partials)
 
     def predict_label(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """Predicted labels ``(B,)`` of a classifier: the loss's decision on :meth:`predict`'s

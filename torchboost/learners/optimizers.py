@@ -54,8 +54,8 @@ class OptimizerSpec:
                              "closed-form gradient, so use an optimizer whose step() takes no "
                              "closure (Adam, SGD, ...)")
         lr = self.kwargs.get("lr")
-        if lr is not None and not (_as_float(lr) > 0 and math.isfinite(_as_float(lr))):
-            raise ValueError(f"learning rate lr must be a finite number > 0, got {lr!r}")
+        if lr is not None and not (_as_float(lr) >= 0 and math.isfinite(_as_float(lr))):
+            raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
 
     @property
     def is_elementwise(self) -> bool:
