@@ -314,3 +314,43 @@ def test_every_booster_trains_under_the_lightning_module(name: str) -> None:
     trainer.fit(module, DataStream(x, y, batch_size=16, seed=0, standardize=None))
     assert booster.rounds == 4
     assert module.progressive_scores()["loss"] is not None
+
+
+# --- item 5: the configuration is part of the state -------------------------------------------
+def test_loading_a_differently_configured_booster_lists_every_difference() -> None:
+    torch.manual_seed(0)
+    squared = SGB(lambda: nn.Linear(3, 1), "squared", n_learners=2, step=0.5)
+    squared.learn(torch.randn(8, 3), torch.randn(8))
+    huber = SGB(lambda: nn.Linear(3, 1), "huber", n_learners=2, step=0.3, y0="mean")
+    before = _state(huber)
+    with pytest.raises(ValueError, match="configured differently") as info:
+        huber.load_state_dict(squared.state_dict())
+    for key in ("loss: saved", "step: saved", "y0: saved"):
+        assert key in str(info.value)
+    assert _same_state(before, _state(huber)) and huber.rounds == 0
+
+
+def test_optimizer_class_and_defaults_are_compared_before_anything_loads() -> None:
+    torch.manual_seed(0)
+    adam = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5)
+    adam.learn(torch.randn(8, 3), torch.randn(8))
+    sgd = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, optimizer=torch.optim.SGD,
+              optimizer_kwargs={"lr": 0.1})
+    with pytest.raises(ValueError, match=r"optimizer: saved 'torch\.optim\.adam\.Adam'"):
+        sgd.load_state_dict(adam.state_dict())
+    other_lr = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, optimizer_kwargs={"lr": 0.5})
+    with pytest.raises(ValueError, match="optimizer_defaults"):
+        other_lr.load_state_dict(adam.state_dict())
+    same = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5)
+    same.load_state_dict(adam.state_dict())  # the same configuration loads
+    x = torch.randn(4, 3)
+    assert torch.equal(same.predict(x), adam.predict(x))
+
+
+def test_ogb_radius_bound_and_mode_are_compared() -> None:
+    a = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=2.0, mode="loop")
+    b = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=3.0, bound=0.5)
+    with pytest.raises(ValueError) as info:
+        b.load_state_dict(a.state_dict())
+    for key in ("radius: saved 2.0", "bound: saved 1.0", "mode: saved 'loop'"):
+        assert key in str(info.value)

@@ -447,14 +447,84 @@ class Booster(nn.Module, ABC):
     # --- state ------------------------------------------------------------------------------------
     _COUNTERS = ("compute_units", "samples_seen", "rounds")
 
+    #: attributes that configure the algorithm, saved in the state and compared on loading
+    #: (extended by the subclasses)
+    config_keys: tuple[str, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
+        parameters), ``y0`` mode, learners (number, mode, optimizer class and defaults) and the
+        algorithm's own hyper-parameters (:attr:`config_keys`, e.g. SGB's step, OGB's radius and
+        bound). Loading a state saved with a different configuration raises ``ValueError``."""
+        spec = self.learners.optimizer_spec
+        defaults = self.learners.optimizers[0].defaults
+        out: dict[str, Any] = {
+            "booster": type(self).__name__,
+            "loss": _describe(self.loss),
+            "y0": self.y0_mode,
+            "n_learners": self.n_learners,
+            "outputs": self.out_dim,
+            "mode": self.learners.mode,
+            "optimizer": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+            "optimizer_defaults": {k: _plain(v) for k, v in defaults.items()
+                                   if k not in _RUNTIME_OPTIMIZER_FLAGS},
+        }
+        for cls in reversed(type(self).__mro__):
+            for key in vars(cls).get("config_keys", ()):
+                out[key] = _describe(getattr(self, key))
+        return out
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        saved = extra.get("config") if isinstance(extra, dict) else None
+        if saved is not None:  # states saved before configurations were recorded have none
+            mine = self.config()
+            differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
+                           f"{mine.get(key, '(none)')!r}"
+                           for key in sorted(set(saved) | set(mine), key=str)
+                           if saved.get(key) != mine.get(key)]
+            if differences:
+                raise ValueError("the state was saved by a booster configured differently (nothing "
+                                 "was loaded); build the booster with the saved configuration. "
+                                 "Differences: " + "; ".join(differences))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape, **{k: getattr(self, k) for k in self._COUNTERS}}
+        return {"input_shape": self.input_shape, "config": self.config(),
+                **{k: getattr(self, k) for k in self._COUNTERS}}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
         self.input_shape = tuple(shape) if shape is not None else None
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
+
+
+#: optimizer defaults that choose an implementation, not the arithmetic
+_RUNTIME_OPTIMIZER_FLAGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _plain(value: Any) -> Any:
+    """A comparable, picklable copy of a hyper-parameter (tensors become numbers or lists)."""
+    if torch.is_tensor(value):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _describe(value: Any) -> Any:
+    """A hyper-parameter for :meth:`Booster.config`: plain values as they are, objects (a loss,
+    a surrogate, potentials) as their class name and plain attributes."""
+    if value is None or isinstance(value, bool | int | float | str | tuple | list):
+        return _plain(value)
+    if torch.is_tensor(value):
+        return _plain(value)
+    attributes = {k: _plain(v) for k, v in sorted(vars(value).items())
+                  if not k.startswith("_") and k != "training" and (v is None or isinstance(
+                      v, bool | int | float | str | tuple))}
+    return {"class": type(value).__name__, **attributes}
 
 
 def _check_grad_mode() -> None:

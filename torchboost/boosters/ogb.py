@@ -55,6 +55,8 @@ class OGB(OnlineLinearBooster):
         bound, objective, bound_outputs: see :class:`OnlineLinearBooster`.
     """
 
+    config_keys = ("step", "radius")
+
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  radius: float | None = None, **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)

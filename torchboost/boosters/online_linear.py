@@ -32,6 +32,8 @@ class OnlineLinearBooster(Booster):
         objective: ``"linear"`` (the paper's analysis) or ``"greedy"`` (Sec. 4.1).
     """
 
+    config_keys = ("bound", "objective")
+
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float = 1.0,
                  objective: LearnerObjective = "linear", bound_outputs: bool = True,
                  **kwargs: Any) -> None:

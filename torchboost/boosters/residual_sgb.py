@@ -34,6 +34,8 @@ class ResidualSGB(Booster):
             losses that are not strongly convex (hinge, L1), where ``λ`` is a tuning parameter.
     """
 
+    config_keys = ("steps", "domain")
+
     def __init__(self, learners: Any, loss: Any = "absolute", *,
                  domain: Projection | None = None, step: float | None = None,
                  strong_convexity: float | None = None, **kwargs: Any) -> None:

@@ -61,6 +61,8 @@ class AdaboostOLM(MulticlassBooster):
         (8, True)
     """
 
+    config_keys = ("loss_fn", "hedge")
+
     def __init__(
         self,
         learners: LearnerSource | WeakLearners,

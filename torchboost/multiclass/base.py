@@ -77,6 +77,7 @@ class MulticlassBooster(Booster):
     """
 
     supports_distributed = False
+    config_keys = ("n_classes", "prediction", "training", "state_updates")
 
     def __init__(
         self,

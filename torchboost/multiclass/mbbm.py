@@ -69,6 +69,8 @@ class OnlineMBBM(MulticlassBooster):
         (torch.Size([5]), True)
     """
 
+    config_keys = ("gamma", "weight_bound")
+
     def __init__(
         self,
         learners: LearnerSource | WeakLearners,
