@@ -349,8 +349,66 @@ def test_optimizer_class_and_defaults_are_compared_before_anything_loads() -> No
 
 def test_ogb_radius_bound_and_mode_are_compared() -> None:
     a = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=2.0, mode="loop")
-    b = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=3.0, bound=0.5)
+    b = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=3.0, bound=0.5, mode="stacked")
     with pytest.raises(ValueError) as info:
         b.load_state_dict(a.state_dict())
     for key in ("radius: saved 2.0", "bound: saved 1.0", "mode: saved 'loop'"):
         assert key in str(info.value)
+
+
+# --- item 9: mode="auto" probes the learners once and falls back to the loop --------------------
+class _LSTMNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(3, 4, batch_first=True)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.lstm(x.unsqueeze(1))
+        return self.out(h[:, -1])
+
+
+class _ItemNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = 1.0 if self.linear.weight.abs().max().item() < 1e6 else 0.0
+        return self.linear(x) * scale
+
+
+@pytest.mark.parametrize("learner", [_LSTMNet, _ItemNet], ids=["lstm", "item"])
+def test_auto_mode_falls_back_to_the_loop_with_one_warning(learner: type[nn.Module]) -> None:
+    import warnings
+
+    torch.manual_seed(0)
+    booster = SGB(learner, n_learners=2, step=0.5)
+    assert booster.learners.mode == "stacked"
+    x, y = torch.randn(8, 3), torch.randn(8)
+    with pytest.warns(UserWarning, match="falls back to mode='loop'") as caught:
+        booster.learn(x, y)
+    assert len(caught) == 1 and booster.learners.mode == "loop"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        booster.learn(x, y)
+        assert booster.predict(x).shape == (8, 1)
+        assert booster.learners.training
+    torch.manual_seed(0)
+    fresh = SGB(learner, n_learners=2, step=0.5)
+    fresh.load_state_dict(booster.state_dict())  # the saved loop form is adopted
+    assert fresh.learners.mode == "loop" and torch.equal(fresh.predict(x), booster.predict(x))
+
+
+def test_auto_mode_probe_does_not_hide_bad_input_or_change_randomness() -> None:
+    torch.manual_seed(0)
+    booster = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5)
+    with pytest.raises(ValueError, match="per example"):
+        booster.learn(torch.randn(4, 5), torch.randn(4))
+    assert booster.learners.mode == "stacked"
+    torch.manual_seed(1)
+    booster.learn(torch.randn(4, 3), torch.randn(4))
+    after_probe = torch.rand(1)
+    torch.manual_seed(1)
+    torch.randn(4, 3), torch.randn(4)
+    assert torch.equal(after_probe, torch.rand(1))

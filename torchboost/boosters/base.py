@@ -479,6 +479,7 @@ class Booster(nn.Module, ABC):
         extra = state_dict.get(prefix + "_extra_state")
         saved = extra.get("config") if isinstance(extra, dict) else None
         if saved is not None:  # states saved before configurations were recorded have none
+            self.learners.adopt_mode(saved.get("mode", self.learners.mode))
             mine = self.config()
             differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
                            f"{mine.get(key, '(none)')!r}"
