@@ -412,3 +412,20 @@ def test_auto_mode_probe_does_not_hide_bad_input_or_change_randomness() -> None:
     torch.manual_seed(1)
     torch.randn(4, 3), torch.randn(4)
     assert torch.equal(after_probe, torch.rand(1))
+
+
+# --- item 7: OGB warns once when the labels exceed its radius ------------------------------------
+def test_ogb_warns_once_when_labels_exceed_the_radius() -> None:
+    import warnings
+
+    torch.manual_seed(0)
+    booster = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean")
+    x, y = torch.randn(16, 3), 10 + 0.1 * torch.randn(16)
+    with pytest.warns(UserWarning, match=r"radius B=1.*y0='mean'"):
+        booster.learn(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        booster.learn(x, y)  # once
+        wide = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", radius=20.0)
+        wide.learn(x, y)  # labels inside the radius: no warning
+        OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(x, torch.rand(16) - 0.5)
