@@ -429,3 +429,35 @@ def test_ogb_warns_once_when_labels_exceed_the_radius() -> None:
         wide = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", radius=20.0)
         wide.learn(x, y)  # labels inside the radius: no warning
         OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(x, torch.rand(16) - 0.5)
+
+
+# --- item 12: corrupted checkpoints are named, latest_checkpoint skips them ----------------------
+def test_corrupted_checkpoints_are_named_and_skipped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from torchboost.lightning import (
+        AtomicCheckpointIO,
+        CorruptCheckpointError,
+        atomic_save,
+        latest_checkpoint,
+    )
+
+    good = atomic_save({"state_dict": {"w": torch.randn(2000)}}, tmp_path / "good.ckpt")
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(data[: len(data) // 2])
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF  # inside the tensor data: torch.load would not notice
+    (tmp_path / "flipped.ckpt").write_bytes(bytes(flipped))
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    stamp = good.stat().st_mtime_ns
+    for i, name in enumerate(["truncated.ckpt", "flipped.ckpt", "empty.ckpt"], start=1):
+        os.utime(tmp_path / name, ns=(stamp + i * 10**9, stamp + i * 10**9))
+    with pytest.warns(UserWarning, match="empty.ckpt"):
+        assert latest_checkpoint(tmp_path) == good
+    io = AtomicCheckpointIO()
+    for name in ("truncated.ckpt", "flipped.ckpt", "empty.ckpt"):
+        with pytest.raises(CorruptCheckpointError, match=f"{name}.*latest_checkpoint"):
+            io.load_checkpoint(tmp_path / name)
+    assert torch.equal(io.load_checkpoint(good)["state_dict"]["w"],
+                       torch.load(good)["state_dict"]["w"])

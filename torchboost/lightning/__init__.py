@@ -34,7 +34,13 @@ Example:
 
 from torchboost.lightning.bad_input import BadInputLogger, screened_streams
 from torchboost.lightning.callback import StreamingCallback
-from torchboost.lightning.checkpoint_io import AtomicCheckpointIO, atomic_save, latest_checkpoint
+from torchboost.lightning.checkpoint_io import (
+    AtomicCheckpointIO,
+    CorruptCheckpointError,
+    atomic_save,
+    check_checkpoint,
+    latest_checkpoint,
+)
 from torchboost.lightning.compare import (
     DEFAULT_EVAL_POINTS,
     build_seeded,
@@ -56,11 +62,13 @@ __all__ = [
     "AtomicCheckpointIO",
     "BadInputLogger",
     "BoostingRound",
+    "CorruptCheckpointError",
     "HeldOutEvaluator",
     "StreamingBoosterModule",
     "StreamingCallback",
     "atomic_save",
     "build_seeded",
+    "check_checkpoint",
     "evaluate_held_out",
     "fit_streaming",
     "latest_checkpoint",
