@@ -461,3 +461,39 @@ def test_corrupted_checkpoints_are_named_and_skipped(tmp_path) -> None:  # type:
             io.load_checkpoint(tmp_path / name)
     assert torch.equal(io.load_checkpoint(good)["state_dict"]["w"],
                        torch.load(good)["state_dict"]["w"])
+
+
+# --- item 8, chaining family: the ChainingBooster adapter under the Lightning module ------------
+def _chaining(name: str):  # type: ignore[no-untyped-def]
+    from torchboost.chaining import ChainingBooster, ChainingTree, LocAdaBoost, StepwiseOGB
+
+    if name == "tree":
+        return ChainingBooster(ChainingTree((0.0, 1.0), depth=4))
+    if name == "stepwise":
+        return ChainingBooster(StepwiseOGB([ChainingTree((0.0, 1.0), depth=4)], "squared"))
+    return ChainingBooster(LocAdaBoost((0.0, 1.0), depth=4, bound=2.0))
+
+
+@pytest.mark.parametrize("name", ["tree", "stepwise", "loc"])
+def test_chaining_models_follow_the_contract_under_the_lightning_module(name: str) -> None:
+    import lightning.pytorch as pl
+
+    from torchboost.data import DataStream
+    from torchboost.lightning import StreamingBoosterModule
+
+    booster = _chaining(name)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(64, 1, generator=g)
+    y = torch.sin(6 * x[:, 0])
+    out = booster.learn(x[:8], y[:8])
+    assert out.shape == (8, 1) and out.is_floating_point()
+    assert booster.predict(x[:8]).shape == (8, 1)
+    with pytest.raises(ValueError, match="regression"):
+        booster.predict_label(x[:8])
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         accelerator="cpu")
+    module = StreamingBoosterModule(booster)
+    trainer.fit(module, DataStream(x, y, batch_size=16, seed=0, standardize=None))
+    assert booster.rounds == 5 and booster.samples_seen == 72
+    assert module.progressive_scores()["loss"] is not None
