@@ -497,3 +497,26 @@ def test_chaining_models_follow_the_contract_under_the_lightning_module(name: st
     trainer.fit(module, DataStream(x, y, batch_size=16, seed=0, standardize=None))
     assert booster.rounds == 5 and booster.samples_seen == 72
     assert module.progressive_scores()["loss"] is not None
+
+
+def test_the_streaming_callback_does_not_change_the_trained_model() -> None:
+    import lightning.pytorch as pl
+
+    from torchboost.data import DataStream
+    from torchboost.lightning import StreamingBoosterModule, StreamingCallback
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(96, 3, generator=g), torch.randn(96, generator=g)
+    states = []
+    for with_callback in (False, True):
+        torch.manual_seed(0)
+        booster = SGB(_bn_learner, n_learners=2, step=0.5)  # BatchNorm: loop mode
+        callbacks = [StreamingCallback(x[:32] * 5 + 3, y[:32], eval_every_units=50)] if (
+            with_callback) else []
+        trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False,
+                             accelerator="cpu", callbacks=callbacks)
+        trainer.fit(StreamingBoosterModule(booster),
+                    DataStream(x, y, batch_size=16, seed=0, standardize=None))
+        states.append(_state(booster))
+    assert _same_state(*states)
