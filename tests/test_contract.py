@@ -140,12 +140,19 @@ def test_other_float_dtypes_are_cast_to_the_learners_dtype(dtype: torch.dtype) -
     assert next(iter(stream))[0].dtype == torch.float32
 
 
-def test_wrong_width_on_a_fresh_booster_is_a_clear_error() -> None:
-    booster = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, mode="loop")
+@pytest.mark.parametrize("cls", [SGB, StagewiseGB])
+def test_wrong_width_on_a_fresh_booster_is_a_clear_error(cls: type) -> None:
+    booster = cls(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, mode="loop")
     before = _state(booster)
     with pytest.raises(ValueError, match=r"shape \(5,\) per example"):
         booster.learn(torch.randn(4, 5), torch.randn(4))
     assert _same_state(before, _state(booster)) and booster.rounds == 0
+
+
+def test_tuple_outputs_inside_ogbs_bounded_wrapper_are_a_clear_error() -> None:
+    booster = OGB(_TupleNet, n_learners=2)
+    with pytest.raises(ValueError, match="not a tensor"):
+        booster.learn(torch.randn(4, 3), torch.randn(4))
 
 
 def test_learn_works_under_no_grad_and_refuses_inference_mode() -> None:

@@ -246,15 +246,16 @@ class Booster(nn.Module, ABC):
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
 
-    def _round_snapshot(self) -> tuple[list[Tensor], Tensor | None]:
+    def _round_snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], Tensor | None]:
         generator = getattr(self, "generator", None)
         state = generator.get_state() if isinstance(generator, torch.Generator) else None
-        return [b.clone() for b in self.buffers()], state
+        return [(b, b.clone()) for b in self.buffers()], state
 
-    def _restore_round_snapshot(self, saved: tuple[list[Tensor], Tensor | None]) -> None:
+    def _restore_round_snapshot(self, saved: tuple[list[tuple[Tensor, Tensor]],
+                                                   Tensor | None]) -> None:
         buffers, state = saved
         with torch.no_grad():
-            for buffer, old in zip(self.buffers(), buffers, strict=True):
+            for buffer, old in buffers:
                 buffer.copy_(old)
         if state is not None:
             self.generator.set_state(state)
@@ -353,18 +354,23 @@ class Booster(nn.Module, ABC):
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
-        try:
-            out = self.learners(x, n_learners)
-        except RuntimeError as err:
-            if self.input_shape is None:  # a fresh booster: most likely the wrong width
-                raise ValueError(f"the weak learners failed on features of shape "
-                                 f"{tuple(x.shape[1:])} per example (check the input width "
-                                 f"they expect): {err}") from err
-            raise
+        out = self._run_learners(self.learners, x, n_learners)
         if out.shape[-1] != self.out_dim:
             raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
                              f"{self.loss.name} loss with this problem needs {self.out_dim}")
         return out
+
+    def _run_learners(self, run: Any, x: Tensor, *args: Any) -> Tensor:
+        """``run(x, *args)`` (the learners' forward), with torch's error on a fresh booster's
+        first batch turned into ours: most likely the features have the wrong width."""
+        try:
+            return run(x, *args)
+        except RuntimeError as err:
+            if self.input_shape is None:
+                raise ValueError(f"the weak learners failed on features of shape "
+                                 f"{tuple(x.shape[1:])} per example (check the input width "
+                                 f"they expect): {err}") from err
+            raise
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
                       first: int = 0, weights: Tensor | None = None) -> None:

@@ -55,7 +55,7 @@ class StagewiseGB(SGB):
         i = int(self.stage)
         with torch.no_grad():
             frozen = self._learner_outputs(x, i)
-        output = self.learners.forward_one(i, x)
+        output = self._run_learners(lambda x_: self.learners.forward_one(i, x_), x)
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
         target, weights = self.learner_objective(h[-1:], partials[-2:], z)

@@ -82,6 +82,10 @@ class BoundedOutput(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         u = self.module(x)
+        if not torch.is_tensor(u):
+            raise ValueError(f"the module inside BoundedOutput returns a {type(u).__name__}, not "
+                             "a tensor: a learner's forward must return its scores as one "
+                             "(B, m) or (B,) tensor")
         if u.ndim == 1:
             u = u.unsqueeze(-1)
         radius = torch.linalg.vector_norm(u, dim=-1, keepdim=True)
