@@ -128,7 +128,7 @@ def learn_rows(rounds: int) -> list[dict]:
         times, hits = [], []
         for t in range(rounds):
             start = time.perf_counter()
-            hits.append(int(booster.learn(x[t:t + 1], y[t:t + 1]) == y[t]))
+            hits.append(int(booster.learn(x[t:t + 1], y[t:t + 1]).argmax(-1) == y[t]))
             times.append(time.perf_counter() - start)
             if t == rounds // 2:
                 spent[0] = 0.0

@@ -142,7 +142,7 @@ def make_booster(method: str, factory: Callable[[], torch.nn.Module], k: int, co
 
 
 def run_booster(booster: MulticlassBooster, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    return np.array([int(booster.learn(x[t:t + 1], y[t:t + 1])[0] == y[t])
+    return np.array([int(booster.learn(x[t:t + 1], y[t:t + 1]).argmax(-1)[0] == y[t])
                      for t in range(len(y))])
 
 

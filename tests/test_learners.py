@@ -32,10 +32,11 @@ def test_auto_mode_picks_stacked_for_homogeneous_and_loop_otherwise():
     assert WeakLearners(lambda: nn.Linear(3, 1), 4).mode == "stacked"
     mixed = WeakLearners([nn.Linear(3, 1), nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))])
     assert mixed.mode == "loop"
-    lbfgs = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.LBFGS)
-    assert lbfgs.mode == "loop"
+    # LBFGS, the old example here, is now refused at construction (it needs a closure)
+    rprop = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Rprop)
+    assert rprop.mode == "loop"
     with pytest.raises(ValueError, match="not an elementwise optimizer"):
-        WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.LBFGS, mode="stacked")
+        WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Rprop, mode="stacked")
 
 
 def test_stacked_equals_loop_over_short_run_tightly():

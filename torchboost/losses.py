@@ -242,8 +242,8 @@ class HuberLoss(Loss):
     smoothness = 1.0
 
     def __init__(self, delta: float = 1.0) -> None:
-        if not delta > 0:
-            raise ValueError(f"Huber delta must be > 0, got {delta}")
+        if not (math.isfinite(delta) and delta > 0):
+            raise ValueError(f"Huber delta must be a finite number > 0, got {delta}")
         self.delta = float(delta)
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:

@@ -72,8 +72,9 @@ def test_learn_returns_the_prediction_made_before_the_update(kind: str) -> None:
     for i in range(40):
         before = booster.predict(x[i:i + 1])
         out = booster.learn(x[i:i + 1], y[i:i + 1])
-        assert out.dtype == torch.int64 and out.shape == (1,)
+        assert out.is_floating_point() and out.shape == (1, K)  # scores, like every booster
         assert torch.equal(before, out)
+        assert torch.equal(booster.loss.predict_label(out), out.argmax(-1))
     assert booster.samples_seen == 40 and booster.compute_units == 40 * 3 * N
 
 
@@ -124,10 +125,12 @@ def test_state_dict_round_trip_continues_identically(kind: str) -> None:
 def test_boosters_learn_a_simple_stream(kind: str) -> None:
     booster = make(kind)
     x, y = stream(800)
-    hits = torch.cat([booster.learn(x[i:i + 2], y[i:i + 2]) for i in range(0, 800, 2)]) == y
+    hits = torch.cat([booster.learn(x[i:i + 2], y[i:i + 2]).argmax(-1)
+                      for i in range(0, 800, 2)]) == y
     assert hits[-200:].double().mean() > 0.8
     assert booster.evaluate(*stream(200, seed=1))["error"] < 0.25
-    assert booster.predict(x[:5], n_learners=2).shape == (5,)
+    assert booster.predict(x[:5], n_learners=2).shape == (5, K)
+    assert booster.predict_label(x[:5], n_learners=2).shape == (5,)
     assert booster.votes(x[:5]).shape == (5, K)
     edges = booster.diagnostics()["edge"]
     assert edges.shape == (N,) and (edges > 0.3).all()
@@ -137,7 +140,8 @@ def test_boosters_learn_a_simple_stream(kind: str) -> None:
 def test_cost_sensitive_prediction_rule(kind: str) -> None:
     booster = make(kind, prediction="cost")
     x, y = stream(400)
-    hits = torch.cat([booster.learn(x[i:i + 4], y[i:i + 4]) for i in range(0, 400, 4)]) == y
+    hits = torch.cat([booster.learn(x[i:i + 4], y[i:i + 4]).argmax(-1)
+                      for i in range(0, 400, 4)]) == y
     assert hits[-100:].double().mean() > 0.75
     h = booster.learners(x[:4]).detach()
     partials = booster.partial_sums(h, torch.zeros(4, K))

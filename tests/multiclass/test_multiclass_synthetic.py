@@ -78,7 +78,7 @@ def test_mbbm_error_on_the_theorem_four_stream() -> None:
     for n in (5, 15, 45):
         x, y = theorem_four_stream(n_examples, n, k, [2 * gamma] * n, seed=n)
         booster = OnlineMBBM(readers(n, k), k, gamma, mode="loop", **FROZEN)
-        error = float((booster.learn(x, y) != y).double().mean())
+        error = float((booster.learn(x, y).argmax(-1) != y).double().mean())
         expected = majority_error(n, k, 2 * gamma)
         ties_lose = ExactPotentials(k, 2 * gamma)([n], [[0] * k], [0])[0]
         bound = ExactPotentials(k, gamma)([n], [[0] * k], [0])[0]
@@ -124,7 +124,7 @@ def test_olm_adapts_to_learners_of_mixed_strength(loss: str) -> None:
     edges = [0.0, 0.5, 0.0, 0.5, 0.0, 0.5, 0.0, 0.5]
     x, y = theorem_four_stream(1500, n, k, edges)
     booster = AdaboostOLM(readers(n, k), k, loss=loss, mode="loop", **FROZEN)
-    hits = (booster.learn(x, y) == y).double()
+    hits = (booster.learn(x, y).argmax(-1) == y).double()
     alpha = booster.alpha
     bound = booster.loss_fn.alpha_bound(n)
     assert alpha.abs().max() <= bound + 1e-12

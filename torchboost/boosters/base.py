@@ -22,6 +22,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.losses import Loss, get_loss
 
-__all__ = ["Y0", "Booster"]
+__all__ = ["Y0", "Booster", "Round"]
 
 #: Initial prediction ``y^0``: a number, a tensor of shape ``(m,)``, or ``"mean"`` for the best
 #: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
@@ -41,6 +42,30 @@ Y0 = float | Tensor | str
 
 PREDICT_UNITS = 1
 UPDATE_UNITS = 2
+
+
+@dataclass
+class Round:
+    """What :meth:`Booster.plan_round` hands to the shared round.
+
+    Attributes:
+        outputs: the trained learners' outputs with autograd, ``(k, B, m)``.
+        h: their detached copy.
+        partials: the partial sums ``y^first..y^(first+k)``, ``(k + 1, B, m)``.
+        prediction: the booster's scores before the update, ``(B, m)``.
+        targets, weights: each trained learner's target ``(k, B, m)`` and loss weights.
+        first: index of the first trained learner (a stage of stagewise boosting).
+        index: the one learner whose optimizer steps (``None``: all of them).
+    """
+
+    outputs: Tensor
+    h: Tensor
+    partials: Tensor
+    prediction: Tensor
+    targets: Tensor
+    weights: Tensor | None = None
+    first: int = 0
+    index: int | None = None
 
 
 class Booster(nn.Module, ABC):
@@ -98,6 +123,10 @@ class Booster(nn.Module, ABC):
         #: examples in the current round's (global) batch
         self._round_size = 0
 
+    #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
+    #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
+    supports_distributed = True
+
     @property
     def n_learners(self) -> int:
         return len(self.learners)
@@ -147,16 +176,15 @@ class Booster(nn.Module, ABC):
         getting this rank's shard of a global batch (see :mod:`torchboost.distributed`);
         ``None`` goes back to training alone. Every replica must start from the same state.
 
-        Raises ``ValueError`` for a booster that overrides :meth:`learn` (its round is not
-        synchronised: :class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
+        Raises ``ValueError`` for a booster whose round updates state from the local shard alone
+        (:class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
         with BatchNorm running statistics (updated from each rank's shard alone).
         """
         if sync is not None:
-            if type(self).learn is not Booster.learn:
-                raise ValueError(f"{type(self).__name__} runs its own round (learn), which is not "
-                                 "synchronised across processes; data-parallel training supports "
-                                 "the boosters built on Booster.learn (SGB, ResidualSGB, OGB, "
-                                 "ConvexHullOGB, SingleLearner)")
+            if not self.supports_distributed:
+                raise ValueError(f"{type(self).__name__} runs its own round (its per-round state "
+                                 "is not synchronised across processes); data-parallel training "
+                                 "supports SGB, ResidualSGB, OGB, ConvexHullOGB, SingleLearner")
             if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
                    for m in self.learners.modules()):
                 raise ValueError("weak learners with BatchNorm running statistics would update "
@@ -174,24 +202,63 @@ class Booster(nn.Module, ABC):
         """One streaming round on the mini-batch ``(x, y)``; returns the prediction made before
         the update, ``(B, m)``. Bad input raises ``ValueError`` and leaves the state unchanged;
         a round that produces NaN or inf raises :class:`~torchboost.boosters.guards.DivergenceError`
-        naming the learner (see :mod:`torchboost.boosters.guards`)."""
+        naming the learner (see :mod:`torchboost.boosters.guards`). Autograd is switched on for
+        the learners inside, so ``learn`` also works under ``torch.no_grad()``."""
+        _check_grad_mode()
+        with torch.enable_grad():
+            return self._learn(x, y)
+
+    def _learn(self, x: Tensor, y: Tensor) -> Tensor:
+        """The one round every booster runs: checks, :meth:`plan_round`, the numerical guards,
+        the learners' step (all of them, or one stage's), :meth:`after_step` and the
+        book-keeping. Whatever raises inside leaves the booster as it was: its buffers (σ,
+        running sums, the learners' buffers) and random generator are restored, the guards
+        restore parameters and optimizer state."""
         x, z = self._checked_round_input(x, y)
+        saved = self._round_snapshot()
+        try:
+            plan = self.plan_round(x, z)
+            check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
+            output_grad = self.learner_loss_grad(plan.h, plan.targets)
+            if plan.weights is not None:  # a per-output weighted loss: gradient output by output
+                output_grad = output_grad * plan.weights
+            if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
+                output_grad = output_grad * (x.shape[0] / self._round_size)
+            with guard_step(self.learners, plan.index):  # non-finite/absurd steps: raises
+                self.learners.step_outputs(plan.outputs, output_grad, index=plan.index,
+                                           sync=self.sync)
+            self.after_step(plan.h, plan.partials, z)
+        except BaseException:
+            self._restore_round_snapshot(saved)
+            raise
+        self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+        return plan.prediction
+
+    def plan_round(self, x: Tensor, z: Tensor) -> Round:
+        """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:
+        the learners' outputs (with autograd), their detached copy, the partial sums, the
+        prediction made before the update and each learner's target (and loss weights).
+        Default: every learner, :meth:`partial_sums`, :meth:`combine` and
+        :meth:`learner_objective`. State changed here is restored if the round fails."""
         outputs = self._learner_outputs(x)
         h = outputs.detach()
         partials = self.partial_sums(h, self.initial_prediction(x))
-        prediction = self.combine(partials)
         targets, weights = self.learner_objective(h, partials, z)
-        check_round(h, partials, targets, self.sync)  # DivergenceError: nothing has changed
-        output_grad = self.learner_loss_grad(h, targets)
-        if weights is not None:  # a per-output weighted loss: its gradient, output by output
-            output_grad = output_grad * weights
-        if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
-            output_grad = output_grad * (x.shape[0] / self._round_size)
-        with guard_step(self.learners):  # non-finite gradients/stepped parameters: raises
-            self.learners.step_outputs(outputs, output_grad, sync=self.sync)
-        self.after_step(h, partials, z)
-        self._record_round(x, h, targets, z, weights=weights)
-        return prediction
+        return Round(outputs, h, partials, self.combine(partials), targets, weights)
+
+    def _round_snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], Tensor | None]:
+        generator = getattr(self, "generator", None)
+        state = generator.get_state() if isinstance(generator, torch.Generator) else None
+        return [(b, b.clone()) for b in self.buffers()], state
+
+    def _restore_round_snapshot(self, saved: tuple[list[tuple[Tensor, Tensor]],
+                                                   Tensor | None]) -> None:
+        buffers, state = saved
+        with torch.no_grad():
+            for buffer, old in buffers:
+                buffer.copy_(old)
+        if state is not None:
+            self.generator.set_state(state)
 
     def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """Checked features and encoded labels of a round, and its (global) batch size in
@@ -219,10 +286,25 @@ class Booster(nn.Module, ABC):
 
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction)."""
+        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
+        The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
+        and each gets its previous mode back afterwards."""
         x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
-        return self.combine(self.partial_sums(h, self.initial_prediction(x)))
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
+        return self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+
+    def prediction_scores(self, partials: Tensor) -> Tensor:
+        """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no
+        state."""
+        return self.combine(partials)
+
+    def predict_label(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Predicted labels ``(B,)`` of a classifier: the loss's decision on :meth:`predict`'s
+        scores (``argmax`` for softmax, the sign for logistic and hinge losses)."""
+        if not self.loss.is_classifier:
+            raise ValueError(f"{self.loss.name} loss is a regression loss; use predict()")
+        return self.loss.predict_label(self.predict(x, n_learners))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.predict(x)
@@ -272,11 +354,23 @@ class Booster(nn.Module, ABC):
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
-        out = self.learners(x, n_learners)
+        out = self._run_learners(self.learners, x, n_learners)
         if out.shape[-1] != self.out_dim:
             raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
                              f"{self.loss.name} loss with this problem needs {self.out_dim}")
         return out
+
+    def _run_learners(self, run: Any, x: Tensor, *args: Any) -> Tensor:
+        """``run(x, *args)`` (the learners' forward), with torch's error on a fresh booster's
+        first batch turned into ours: most likely the features have the wrong width."""
+        try:
+            return run(x, *args)
+        except RuntimeError as err:
+            if self.input_shape is None:
+                raise ValueError(f"the weak learners failed on features of shape "
+                                 f"{tuple(x.shape[1:])} per example (check the input width "
+                                 f"they expect): {err}") from err
+            raise
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
                       first: int = 0, weights: Tensor | None = None) -> None:
@@ -320,6 +414,9 @@ class Booster(nn.Module, ABC):
         return self.units_per_example
 
     def _check_features(self, x: Tensor) -> Tensor:
+        """Checked features, detached (``learn`` never writes into the caller's ``x.grad``) and
+        cast to the learners' dtype (the one dtype rule, shared by ``ScreenedStream`` and the
+        Lightning module, which both go through here)."""
         if not torch.is_tensor(x):
             raise ValueError(f"features must be a torch.Tensor, got {type(x).__name__}")
         if x.ndim < 2:
@@ -328,6 +425,10 @@ class Booster(nn.Module, ABC):
             raise ValueError("empty batch: features have 0 rows")
         if not x.is_floating_point():
             raise ValueError(f"features must be floating point, got dtype {x.dtype}")
+        x = x.detach()
+        dtype = self.learners.dtype
+        if x.dtype != dtype:
+            x = x.to(dtype)
         expected = self.input_shape
         if expected is not None and tuple(x.shape[1:]) != expected:
             raise ValueError(f"features have shape {tuple(x.shape[1:])} per example, but this "
@@ -341,6 +442,9 @@ class Booster(nn.Module, ABC):
         return x
 
     def _check_labels(self, y: Tensor, batch: int) -> Tensor:
+        if torch.is_tensor(y) and y.device.type == "meta":
+            raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
+                             f"on {self.y0_fixed.device}")
         z = self.loss.encode_target(y, self.out_dim)
         if z.shape[0] != batch:
             raise ValueError(f"{z.shape[0]} labels for {batch} examples")
@@ -349,14 +453,91 @@ class Booster(nn.Module, ABC):
     # --- state ------------------------------------------------------------------------------------
     _COUNTERS = ("compute_units", "samples_seen", "rounds")
 
+    #: attributes that configure the algorithm, saved in the state and compared on loading
+    #: (extended by the subclasses)
+    config_keys: tuple[str, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
+        parameters), ``y0`` mode, learners (number, mode, optimizer class and defaults) and the
+        algorithm's own hyper-parameters (:attr:`config_keys`, e.g. SGB's step, OGB's radius and
+        bound). Loading a state saved with a different configuration raises ``ValueError``."""
+        spec = self.learners.optimizer_spec
+        defaults = self.learners.optimizers[0].defaults
+        out: dict[str, Any] = {
+            "booster": type(self).__name__,
+            "loss": _describe(self.loss),
+            "y0": self.y0_mode,
+            "n_learners": self.n_learners,
+            "outputs": self.out_dim,
+            "mode": self.learners.mode,
+            "optimizer": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+            "optimizer_defaults": {k: _plain(v) for k, v in defaults.items()
+                                   if k not in _RUNTIME_OPTIMIZER_FLAGS},
+        }
+        for cls in reversed(type(self).__mro__):
+            for key in vars(cls).get("config_keys", ()):
+                out[key] = _describe(getattr(self, key))
+        return out
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        saved = extra.get("config") if isinstance(extra, dict) else None
+        if saved is not None:  # states saved before configurations were recorded have none
+            self.learners.adopt_mode(saved.get("mode", self.learners.mode))
+            mine = self.config()
+            differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
+                           f"{mine.get(key, '(none)')!r}"
+                           for key in sorted(set(saved) | set(mine), key=str)
+                           if saved.get(key) != mine.get(key)]
+            if differences:
+                raise ValueError("the state was saved by a booster configured differently (nothing "
+                                 "was loaded); build the booster with the saved configuration. "
+                                 "Differences: " + "; ".join(differences))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape, **{k: getattr(self, k) for k in self._COUNTERS}}
+        return {"input_shape": self.input_shape, "config": self.config(),
+                **{k: getattr(self, k) for k in self._COUNTERS}}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
         self.input_shape = tuple(shape) if shape is not None else None
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
+
+
+#: optimizer defaults that choose an implementation, not the arithmetic
+_RUNTIME_OPTIMIZER_FLAGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _plain(value: Any) -> Any:
+    """A comparable, picklable copy of a hyper-parameter (tensors become numbers or lists)."""
+    if torch.is_tensor(value):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _describe(value: Any) -> Any:
+    """A hyper-parameter for :meth:`Booster.config`: plain values as they are, objects (a loss,
+    a surrogate, potentials) as their class name and plain attributes."""
+    if value is None or isinstance(value, bool | int | float | str | tuple | list):
+        return _plain(value)
+    if torch.is_tensor(value):
+        return _plain(value)
+    attributes = {k: _plain(v) for k, v in sorted(vars(value).items())
+                  if not k.startswith("_") and k != "training" and (v is None or isinstance(
+                      v, bool | int | float | str | tuple))}
+    return {"class": type(value).__name__, **attributes}
+
+
+def _check_grad_mode() -> None:
+    if torch.is_inference_mode_enabled():
+        raise ValueError("learn() cannot train under torch.inference_mode(); call it outside "
+                         "(torch.no_grad() is fine: learn switches autograd on for the learners)")
 
 
 def _check_y0(y0: Y0, out_dim: int) -> str:

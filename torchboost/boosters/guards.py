@@ -1,8 +1,8 @@
 """Numerical guards of :meth:`Booster.learn <torchboost.boosters.base.Booster.learn>`: a round that
-produces NaN or inf raises :class:`DivergenceError`, naming the learner, and no non-finite value
-reaches the model.
+produces NaN or inf, or an absurdly large step, raises :class:`DivergenceError`, naming the learner,
+and no non-finite value reaches the model.
 
-One round (module docstring of :mod:`torchboost.boosters.base`) is checked three times:
+One round (module docstring of :mod:`torchboost.boosters.base`) is checked four times:
 
 1. :func:`check_round`, before any state changes: the learners' outputs ``h_i(x)``, the partial
    sums ``y^0..y^N`` and the learners' targets must be finite (e.g. SGB, Hu et al. 2017, Alg. 1
@@ -12,21 +12,30 @@ One round (module docstring of :mod:`torchboost.boosters.base`) is checked three
    largest value (about 1.8e19 in float32), so that no square ``g²`` — Adam's second moment —
    can overflow to inf and silently freeze the learner; parameters and optimizer state are
    still untouched;
-3. :func:`guard_step`, after the step: every parameter must be finite, otherwise all learners'
-   parameters are restored from a copy taken just before the step.
+3. :func:`guard_step`, after the step: every parameter must be finite, and
+4. no learner's parameters may have moved by more than :data:`MAX_RELATIVE_UPDATE` times their
+   norm before the step (or 1): a finite but absurd step, such as SGD's with ``lr=1e30``.
+   Otherwise the stepped learners' parameters *and* their optimizers' states are restored from
+   copies taken just before the step, so the booster continues once the learning rate is
+   lowered.
+
+Every booster runs its round through :meth:`Booster.learn
+<torchboost.boosters.base.Booster.learn>`, so these checks cover them all (SGB, ResidualSGB,
+OGB, ConvexHullOGB, SingleLearner, StagewiseGB's stages and the multiclass boosters), and the
+round restores the booster's own buffers (σ, α, Hedge, running sums, ...) and random generator
+when it raises.
 
 Cost. Each check is one fused pass and one host sync (a fused max-norm of the gradients; the
 NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan that names the culprit
 runs only after a failure. The pre-step copy is one flat ``torch.cat`` of the parameters.
-Measured with the SLICE-shaped step of ``benchmarks/throughput.py`` (one thread, guards on/off
-interleaved): about 0.5–3.5 % of a round at N=64 stacked, 4–6 % at N=64 in loop mode, and a
-fixed ~60 µs (6–10 %) for N ≤ 8, where a whole round takes well under a millisecond.
+Measured before check 4 and the optimizer-state copy were added, with the SLICE-shaped step of
+``benchmarks/throughput.py`` (one thread, guards on/off interleaved): about 0.5–3.5 % of a
+round at N=64 stacked, 4–6 % at N=64 in loop mode, and a fixed ~60 µs (6–10 %) for N ≤ 8,
+where a whole round takes well under a millisecond.
 
 Why a copy: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's ``lr·λ·w``
-overflow for a large ``lr`` although every gradient is finite. Why of the parameters only: the
-optimizer state (Adam's moments) would triple the copy, so after check 3 fires the state keeps
-the rejected step. Its moments come from gradients that passed check 2, so their squares are
-finite and the moments hold no NaN or inf.
+overflow for a large ``lr`` although every gradient is finite. The optimizer state is copied
+with one multi-tensor call (``torch._foreach_mul`` by 1).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from torch import Tensor
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
-__all__ = ["DivergenceError", "check_round", "guard_step"]
+__all__ = ["MAX_RELATIVE_UPDATE", "DivergenceError", "check_round", "guard_step"]
 
 
 class DivergenceError(FloatingPointError):
@@ -67,13 +76,14 @@ class DivergenceError(FloatingPointError):
 
 
 def check_round(h: Tensor, partials: Tensor, targets: Tensor,
-                sync: Synchronizer | None = None) -> None:
+                sync: Synchronizer | None = None, first: int = 0) -> None:
     """Check 1: raise :class:`DivergenceError` if ``h (N, B, m)``, ``partials (N+1, B, m)`` or
     ``targets (N, B, m)`` hold NaN or inf. Partial sum ``y^i`` is charged to learner ``i − 1``
     (0-based), the last one whose output entered it; the smallest learner index wins.
 
     With a data-parallel ``sync`` the verdict is summed over the replicas (one small all-reduce),
     so that all of them raise together instead of leaving the others waiting in a collective.
+    ``first`` is the index of the learner of row 0 (a stage of stagewise boosting).
     """
     found: list[tuple[int, str]] = []
     if not math.isfinite((h.sum() + partials.sum() + targets.sum()).item()):
@@ -90,46 +100,61 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
         sync.sum_([flags])
         rows = flags.nonzero()
         if len(rows) and not any(row == int(rows[0]) for row, _ in found):
-            raise DivergenceError(int(rows[0]), "its output, partial sum or target is NaN or "
-                                                "inf on another replica")
+            raise DivergenceError(first + int(rows[0]), "its output, partial sum or target is "
+                                                        "NaN or inf on another replica")
     if found:
         learner, what = min(found, key=lambda item: item[0])
-        raise DivergenceError(learner, f"its {what} is NaN or inf")
+        raise DivergenceError(first + learner, f"its {what} is NaN or inf")
 
 
 @contextmanager
-def guard_step(learners: WeakLearners) -> Iterator[None]:
-    """Checks 2 and 3 around one step of all learners (``learners.step_outputs(...)``).
+def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[None]:
+    """Checks 2–4 around one step of all learners (``learners.step_outputs(...)``), or of
+    learner ``index`` alone (``mode='loop'``).
 
-    The checks run as step hooks: before the first optimizer steps (all gradients are ready) and
-    after the last one has stepped; they are removed on exit.
+    The checks run as step hooks: before the first stepped optimizer steps (all gradients are
+    ready) and after the last one has stepped; they are removed on exit.
     """
-    optimizers = learners.optimizers
+    stacked = learners.mode == "stacked"
+    optimizers = learners.optimizers if index is None else [learners.optimizers[index]]
+    first = 0 if index is None else index
     groups = [[p for group in opt.param_groups for p in group["params"]] for opt in optimizers]
     params = [p for group in groups for p in group]
-    stacked = learners.mode == "stacked"
-    backup: list[Tensor] = []  # one flat copy of all parameters, taken just before the step
+    backup: list[Tensor] = []  # one flat copy of the parameters, taken just before the step
+    saved_states: list[dict[Tensor, dict[str, Any]]] = []  # the optimizers' states, ditto
 
     def before_step(*_: Any) -> None:
         grads = [[p.grad for p in group if p.grad is not None] for group in groups]
         if not _norms_bounded([g for group in grads for g in group]):
             learner = _first_unbounded_learner(grads, stacked)
             if learner is not None:  # None: a stack's norm was large, no learner's is
-                raise DivergenceError(learner, "its gradient is NaN, inf or too large to square "
-                                               "(nothing was stepped)")
+                raise DivergenceError(first + learner, "its gradient is NaN, inf or too large "
+                                                       "to square (nothing was stepped)")
         with torch.no_grad():
             backup[:] = [torch.cat([p.reshape(-1) for p in params])]
+        saved_states[:] = [_copy_state(opt) for opt in optimizers]
 
-    def after_step(*_: Any) -> None:
-        if _all_finite(params):
-            return
-        learner = _first_bad_learner(groups, stacked)
+    def restore() -> None:
         with torch.no_grad():
             for param, saved in zip(params, backup[0].split([p.numel() for p in params]),
                                     strict=True):
                 param.copy_(saved.view_as(param))
-        raise DivergenceError(learner, "the optimizer step made its parameters NaN or inf "
-                                       "(parameters restored)")
+        for opt, state in zip(optimizers, saved_states, strict=True):
+            opt.state.clear()
+            opt.state.update(state)
+
+    def after_step(*_: Any) -> None:
+        if not _all_finite(params):
+            learner = first + _first_bad_learner(groups, stacked)
+            restore()
+            raise DivergenceError(learner, "the optimizer step made its parameters NaN or inf "
+                                           "(parameters and optimizer state restored)")
+        learner = _first_oversized_update(params, groups, backup[0], stacked)
+        if learner is not None:
+            restore()
+            raise DivergenceError(first + learner, "the optimizer step changed its parameters by "
+                                  f"more than {MAX_RELATIVE_UPDATE:g} times their norm (or 1) "
+                                  "(parameters and optimizer state restored)")
 
     handles = [optimizers[0].register_step_pre_hook(before_step),
                optimizers[-1].register_step_post_hook(after_step)]
@@ -138,6 +163,53 @@ def guard_step(learners: WeakLearners) -> Iterator[None]:
     finally:
         for handle in handles:
             handle.remove()
+
+
+#: Check 4: a step may change a learner's parameters by at most this many times their norm
+#: before the step (or 1, for parameters starting at zero); larger is a finite but absurd step
+#: (SGD with ``lr=1e30``) that would leave the learner useless, so it is rejected like a
+#: non-finite one.
+MAX_RELATIVE_UPDATE = 1e6
+
+
+def _copy_state(opt: torch.optim.Optimizer) -> dict[Tensor, dict[str, Any]]:
+    """A copy of ``opt.state`` (floating tensors copied in one multi-tensor call)."""
+    entries = [(p, dict(state)) for p, state in opt.state.items()]
+    floats = [(state, key) for _, state in entries for key, value in state.items()
+              if torch.is_tensor(value) and value.is_floating_point()]
+    if floats:
+        copies = torch._foreach_mul([state[key] for state, key in floats], 1.0)
+        for (state, key), value in zip(floats, copies, strict=True):
+            state[key] = value
+    for _, state in entries:
+        for key, value in state.items():
+            if torch.is_tensor(value) and not value.is_floating_point():
+                state[key] = value.clone()
+    return dict(entries)
+
+
+def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]], before: Tensor,
+                            stacked: bool) -> int | None:
+    """Check 4: the first learner whose step exceeds :data:`MAX_RELATIVE_UPDATE` (in one fused
+    pass when none does), ``None`` if there is none."""
+    if not params:
+        return None
+    with torch.no_grad():
+        after = torch.cat([p.reshape(-1) for p in params])
+        sizes = [p.numel() for p in params]
+        if stacked:  # learner i is row i of every stacked tensor
+            rows = params[0].shape[0]
+            old = torch.stack([t.view(rows, -1).square().sum(1) for t in before.split(sizes)])
+            new = torch.stack([t.view(rows, -1).square().sum(1)
+                               for t in (after - before).split(sizes)])
+            old, new = old.sum(0), new.sum(0)
+        else:  # learner i owns group i
+            counts = [sum(p.numel() for p in group) for group in groups]
+            old = torch.stack([t.square().sum() for t in before.split(counts)])
+            new = torch.stack([t.square().sum() for t in (after - before).split(counts)])
+        limit = MAX_RELATIVE_UPDATE * old.clamp_min(1.0).sqrt()
+        bad = (new.sqrt() > limit).nonzero()
+    return int(bad[0]) if len(bad) else None
 
 
 def _all_finite(tensors: list[Tensor]) -> bool:

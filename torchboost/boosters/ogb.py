@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -51,9 +52,12 @@ class OGB(OnlineLinearBooster):
     Args:
         step: ``η ∈ [1/N, 1]``; default ``max(ln N / N, 1/N)`` (the paper's suggestion).
         radius: ``B``; default from the loss constants via :func:`ogb_radius` (those assume labels
-            in ``[−1, 1]``; pass ``radius`` for other label scales).
+            in ``[−1, 1]``; pass ``radius`` for other label scales). Every prediction lies in the
+            ball of radius ``B``: the first round whose labels exceed it warns, once.
         bound, objective, bound_outputs: see :class:`OnlineLinearBooster`.
     """
+
+    config_keys = ("step", "radius")
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  radius: float | None = None, **kwargs: Any) -> None:
@@ -63,12 +67,14 @@ class OGB(OnlineLinearBooster):
         if not 1.0 / n <= step <= 1.0:
             raise ValueError(f"OGB needs step η in [1/N, 1] = [{1.0 / n:.4g}, 1], got {step}")
         self.step = step
-        self.radius = ogb_radius(self.loss, step, n, self.bound) if radius is None else radius
-        if not self.radius > 0:
-            raise ValueError(f"radius B must be > 0, got {self.radius}")
+        self.radius = ogb_radius(self.loss, step, n, self.bound) if radius is None else float(
+            radius)
+        if not (math.isfinite(self.radius) and self.radius > 0):
+            raise ValueError(f"radius B must be a finite number > 0, got {self.radius!r}")
         self.lipschitz_radius = self.loss.lipschitz(self.radius)
         self.projection = Ball(self.radius)
         self.register_buffer("sigma", torch.zeros(n))
+        self._radius_warned = False
 
     @property
     def linear_scale(self) -> float:
@@ -91,6 +97,21 @@ class OGB(OnlineLinearBooster):
         t = self.rounds + 1.0
         alpha = 1.0 / (self.lipschitz_radius * self.radius * math.sqrt(t))
         self.sigma.copy_((self.sigma + alpha * slope.to(self.sigma.dtype)).clamp(0.0, 1.0))
+        if not self._radius_warned and not self.loss.is_classifier:
+            self._warn_if_labels_exceed_radius(z)
+
+    def _warn_if_labels_exceed_radius(self, z: Tensor) -> None:
+        """Every prediction lies in the ball of radius ``B`` (line 8's projection), so labels
+        beyond it cannot be fitted: warn once per booster (one reduction per round until then)."""
+        largest = float(torch.linalg.vector_norm(z, dim=-1).max())
+        if largest > self.radius:
+            self._radius_warned = True
+            mean = (" With y0='mean' the label mean is projected onto that ball too."
+                    if self.y0_mode == "mean" else "")
+            warnings.warn(f"OGB: labels reach norm {largest:.4g} but every prediction is confined "
+                          f"to the ball of radius B={self.radius:.4g} (the default B assumes "
+                          f"labels in [-1, 1]).{mean} Pass radius= at least the label scale, or "
+                          "standardise the labels.", stacklevel=5)
 
     def diagnostics(self) -> dict[str, Tensor]:
         return {**super().diagnostics(), "sigma": self.sigma.clone()}

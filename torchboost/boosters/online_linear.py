@@ -3,6 +3,7 @@ are online *linear* learners with outputs bounded by ``D``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -31,11 +32,13 @@ class OnlineLinearBooster(Booster):
         objective: ``"linear"`` (the paper's analysis) or ``"greedy"`` (Sec. 4.1).
     """
 
+    config_keys = ("bound", "objective")
+
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float = 1.0,
                  objective: LearnerObjective = "linear", bound_outputs: bool = True,
                  **kwargs: Any) -> None:
-        if not bound > 0:
-            raise ValueError(f"bound D must be > 0, got {bound}")
+        if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
+            raise ValueError(f"bound D must be a finite number > 0, got {bound!r}")
         if objective not in ("linear", "greedy"):
             raise ValueError(f"objective must be 'linear' or 'greedy', got {objective!r}")
         if bound_outputs and not isinstance(learners, WeakLearners):

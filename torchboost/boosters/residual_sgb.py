@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -33,16 +34,18 @@ class ResidualSGB(Booster):
             losses that are not strongly convex (hinge, L1), where ``λ`` is a tuning parameter.
     """
 
+    config_keys = ("steps", "domain")
+
     def __init__(self, learners: Any, loss: Any = "absolute", *,
                  domain: Projection | None = None, step: float | None = None,
                  strong_convexity: float | None = None, **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)
         lam = strong_convexity if strong_convexity is not None else (
             self.loss.strong_convexity or 1.0)
-        if not lam > 0:
-            raise ValueError(f"strong_convexity must be > 0, got {lam}")
-        if step is not None and not step > 0:
-            raise ValueError(f"step must be > 0, got {step}")
+        if not (math.isfinite(lam) and lam > 0):
+            raise ValueError(f"strong_convexity must be a finite number > 0, got {lam}")
+        if step is not None and not (math.isfinite(step) and step > 0):
+            raise ValueError(f"step must be a finite number > 0, got {step!r}")
         index = torch.arange(1, self.n_learners + 1, dtype=torch.get_default_dtype())
         steps = torch.full_like(index, float(step)) if step is not None else 1.0 / (lam * index)
         self.register_buffer("steps", steps)

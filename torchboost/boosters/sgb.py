@@ -74,6 +74,8 @@ class SGB(Booster):
         torch.Size([3])
     """
 
+    config_keys = ("step", "targets", "hessian_floor", "step_rule")
+
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,

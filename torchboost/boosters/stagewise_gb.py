@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from torchboost.boosters.base import Round
 from torchboost.boosters.sgb import SGB
 from torchboost.learners import WeakLearners
 
@@ -34,6 +35,8 @@ class StagewiseGB(SGB):
     ``mode="loop"`` because each stage steps only its own learner's optimizer.
     """
 
+    supports_distributed = False
+
     def __init__(self, learners: Any, loss: Any = "squared", **kwargs: Any) -> None:
         if kwargs.get("step") == "learned":
             raise ValueError("StagewiseGB takes a fixed step η (the shrinkage of Friedman 2001); "
@@ -45,23 +48,19 @@ class StagewiseGB(SGB):
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
 
-    def learn(self, x: Tensor, y: Tensor) -> Tensor:
-        """One Adam step of the current stage's learner; returns the prediction before it."""
-        x = self._check_features(x)
-        z = self._check_labels(y, x.shape[0])
+    def plan_round(self, x: Tensor, z: Tensor) -> Round:
+        """The current stage's learner alone, after the frozen earlier stages: one Adam step of
+        it on this batch (through the shared round of :meth:`Booster.learn`, guards included);
+        the prediction is the one before the step."""
         i = int(self.stage)
         with torch.no_grad():
             frozen = self._learner_outputs(x, i)
-        output = self.learners.forward_one(i, x)
+        output = self._run_learners(lambda x_: self.learners.forward_one(i, x_), x)
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
         target, weights = self.learner_objective(h[-1:], partials[-2:], z)
-        grad = self.learner_loss_grad(h[-1:], target)
-        if weights is not None:
-            grad = grad * weights
-        self.learners.step_outputs(output, grad[0], index=i)
-        self._record_round(x, h[-1:], target, z, first=i, weights=weights)
-        return partials[-1]
+        return Round(output.unsqueeze(0), h[-1:], partials[-2:], partials[-1], target, weights,
+                     first=i, index=i)
 
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:

@@ -17,9 +17,11 @@ from torchboost.chaining.ml_prod import MLProd
 from torchboost.chaining.ogd import ProjectedOGD
 from torchboost.chaining.partition import DyadicPartition, default_depth
 from torchboost.chaining.stepwise_ogb import OnlineLearner, StepwiseOGB
+from torchboost.chaining.streaming import ChainingBooster
 from torchboost.chaining.tree import ChainingTree, chaining_coefficients
 
 __all__ = [
+    "ChainingBooster",
     "ChainingTree",
     "DyadicPartition",
     "FollowTheLeaderRoots",

@@ -267,6 +267,16 @@ class ScreenedStream:
             self.empty_batches += 1
             self.dropped_batches += 1
             return None
+        if torch.is_tensor(x) and x.ndim < 2:  # one row without a batch dimension, say
+            detail = (f"features must have shape (rows, ...features), got {tuple(x.shape)}; "
+                      "a single row needs x.unsqueeze(0)")
+            if self.policy == "raise":
+                raise BadInputError(self.batches_seen, None, None, "features_shape", detail)
+            self.batches_seen += 1
+            self.rows_seen += len(y)
+            self.skipped["features_shape"] += len(y)
+            self.dropped_batches += 1
+            return None
         problems: dict[int, _Problem] = {}
         features: Tensor | None = None
         labels: Tensor | None = None
@@ -292,6 +302,9 @@ class ScreenedStream:
         if problems:
             kept = [k for k, i in enumerate(shaped) if i not in problems]
             features = features[torch.tensor(kept, device=features.device)]
+        if self.booster is not None and features.dtype != self.booster.learners.dtype:
+            # the booster's dtype rule (Booster._check_features): cast to the learners' dtype
+            features = features.to(self.booster.learners.dtype)
         return features, labels
 
     def _features(self, x: Any, problems: dict[int, _Problem]) -> tuple[Tensor | None, list[int]]:

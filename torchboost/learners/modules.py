@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -73,13 +75,17 @@ class BoundedOutput(nn.Module):
 
     def __init__(self, module: nn.Module, bound: float = 1.0) -> None:
         super().__init__()
-        if not bound > 0:
-            raise ValueError(f"bound must be > 0, got {bound}")
+        if not (math.isfinite(bound) and bound > 0):
+            raise ValueError(f"bound must be a finite number > 0, got {bound!r}")
         self.module = module
         self.bound = float(bound)
 
     def forward(self, x: Tensor) -> Tensor:
         u = self.module(x)
+        if not torch.is_tensor(u):
+            raise ValueError(f"the module inside BoundedOutput returns a {type(u).__name__}, not "
+                             "a tensor: a learner's forward must return its scores as one "
+                             "(B, m) or (B,) tensor")
         if u.ndim == 1:
             u = u.unsqueeze(-1)
         radius = torch.linalg.vector_norm(u, dim=-1, keepdim=True)

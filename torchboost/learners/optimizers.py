@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,15 @@ class OptimizerSpec:
     def __post_init__(self) -> None:
         if not (inspect.isclass(self.cls) and issubclass(self.cls, torch.optim.Optimizer)):
             raise ValueError(f"optimizer must subclass torch.optim.Optimizer, got {self.cls!r}")
+        closure = inspect.signature(self.cls.step).parameters.get("closure")
+        if closure is not None and closure.default is inspect.Parameter.empty:
+            raise ValueError(f"{self.cls.__name__} needs a closure that re-evaluates the loss at "
+                             "every step; a booster steps each learner once per round on a "
+                             "closed-form gradient, so use an optimizer whose step() takes no "
+                             "closure (Adam, SGD, ...)")
+        lr = self.kwargs.get("lr")
+        if lr is not None and not (_as_float(lr) >= 0 and math.isfinite(_as_float(lr))):
+            raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
 
     @property
     def is_elementwise(self) -> bool:
@@ -64,3 +74,10 @@ class OptimizerSpec:
             elif "foreach" in accepted:
                 kwargs["foreach"] = True
         return self.cls(params, **kwargs)
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return math.nan

@@ -24,7 +24,8 @@ __all__ = ["StackedEngine", "stacking_problem"]
 
 
 def _signature(module: nn.Module) -> tuple:
-    params = tuple((n, tuple(p.shape), p.dtype) for n, p in module.named_parameters())
+    params = tuple((n, tuple(p.shape), p.dtype, p.requires_grad)
+                   for n, p in module.named_parameters())
     buffers = tuple((n, tuple(b.shape), b.dtype) for n, b in module.named_buffers())
     return type(module), repr(module), params, buffers
 
@@ -37,7 +38,8 @@ def stacking_problem(modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> 
     first = _signature(modules[0])
     for i, module in enumerate(modules[1:], start=1):
         if _signature(module) != first:
-            return f"learner {i} differs in architecture from learner 0"
+            return (f"learner {i} differs in architecture (or in which parameters are frozen) "
+                    "from learner 0")
     for name, sub in modules[0].named_modules():
         if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.track_running_stats:
             return (f"BatchNorm '{name}' tracks running statistics, which vmap cannot update in "
@@ -66,8 +68,11 @@ class StackedEngine(nn.Module):
         params, buffers = stack_module_state(list(modules))
         self._param_names = list(params)
         self._buffer_names = list(buffers)
+        # stack_module_state makes every stacked tensor trainable: keep frozen ones frozen
+        trainable = {n: p.requires_grad for n, p in modules[0].named_parameters()}
         self.stacked_params = nn.ParameterDict(
-            {_key(n): nn.Parameter(params[n].detach().clone()) for n in self._param_names}
+            {_key(n): nn.Parameter(params[n].detach().clone(), requires_grad=trainable[n])
+             for n in self._param_names}
         )
         for n in self._buffer_names:
             self.register_buffer("buffer__" + _key(n), buffers[n].clone())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import torch
@@ -59,9 +61,13 @@ class WeakLearners(nn.Module):
         spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}))
         if mode not in ("auto", "stacked", "loop"):
             raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
+        #: ``mode="auto"`` chose stacking: the first forward probes it (:meth:`_probe`)
+        self._probe_pending = False
         if mode == "auto":
             mode = "stacked" if stacking_problem(modules, spec) is None else "loop"
+            self._probe_pending = mode == "stacked"
         self.mode: str = mode
+        self.optimizer_spec = spec
         self.engine: StackedEngine | LoopEngine = (
             StackedEngine(modules, spec) if mode == "stacked" else LoopEngine(modules, spec)
         )
@@ -82,8 +88,15 @@ class WeakLearners(nn.Module):
         k = self.n_learners if n_learners is None else n_learners
         if not 1 <= k <= self.n_learners:
             raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
+        if self._probe_pending:
+            self._probe(x)
         out = self.engine(x, k)
-        out = torch.stack(out) if isinstance(out, list) else out
+        if isinstance(out, list):
+            for i, one in enumerate(out):
+                _check_output(one, i)
+            out = torch.stack(out)
+        else:
+            _check_output(out, None)
         if out.ndim == 2:
             out = out.unsqueeze(-1)
         if out.ndim != 3:
@@ -94,7 +107,81 @@ class WeakLearners(nn.Module):
     def forward_one(self, index: int, x: Tensor) -> Tensor:
         """Output of learner ``index`` alone, ``(B, m)``."""
         out = self.engine.forward_one(index, x)
+        _check_output(out, index)
         return out.unsqueeze(-1) if out.ndim == 1 else out
+
+    def _probe(self, x: Tensor) -> None:
+        """``mode="auto"`` chose the stacked path from the modules' structure; whether they run
+        under ``vmap`` (an ``nn.LSTM`` does not, nor a forward calling ``.item()`` on a
+        learner's tensors) shows only on the first input. Run the stacked forward and backward
+        once (the random number generators are restored afterwards); if they fail where one
+        learner alone succeeds, fall back to the loop with a one-line warning naming the
+        reason. If the learner alone fails too, the input is at fault: raise, probe again."""
+        devices = [x.device] if x.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices), torch.enable_grad():
+                out = self.engine(x, self.n_learners)
+                if torch.is_tensor(out) and out.requires_grad:
+                    out.sum().backward()
+        except Exception as error:
+            self.engine.zero_grad()
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                self.engine.learner(0)(x)  # raises when the input is at fault
+            self._fall_back(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        else:
+            self.engine.zero_grad()
+        self._probe_pending = False
+
+    def _fall_back(self, reason: str | None) -> None:
+        """Rebuild the stacked learners as a loop (``reason``: warn with it)."""
+        if any(opt.state for opt in self.engine.optimizers):
+            raise ValueError(f"the learners cannot run stacked ({reason}) and their optimizer "
+                             "state is not empty; build the booster with mode='loop'")
+        training = self.training
+        modules = [self.engine.learner(i) for i in range(self.n_learners)]
+        self.engine = LoopEngine(modules, self.optimizer_spec)
+        self.mode = "loop"
+        self._probe_pending = False
+        self.train(training)
+        if reason is not None:
+            warnings.warn(f"mode='auto' falls back to mode='loop': the learners cannot run "
+                          f"stacked under vmap ({reason}); pass mode='loop' to skip this probe",
+                          stacklevel=4)
+
+    def adopt_mode(self, mode: str) -> None:
+        """Before loading a state saved in ``mode``: an auto-stacked container not yet probed
+        takes the loop form when the saved one had fallen back to it."""
+        if mode == "loop" and self.mode == "stacked" and self._probe_pending:
+            self._fall_back(None)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The learners' floating dtype (that of their first floating parameter or buffer;
+        the default dtype when they have none): features are cast to it."""
+        for tensor in (*self.parameters(), *self.buffers()):
+            if tensor.is_floating_point():
+                return tensor.dtype
+        return torch.get_default_dtype()
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Every learner in ``eval()`` mode inside the block (Dropout off, BatchNorm on its
+        running statistics), each module's previous mode restored on exit, as
+        ``model.eval()`` ... ``model.train(was_training)`` in plain PyTorch."""
+        modules = list(self.modules())
+        template = getattr(self.engine, "_template", None)
+        if template is not None:
+            modules += list(template[0].modules())
+        modes = [m.training for m in modules]
+        engine = self.engine
+        self.eval()
+        try:
+            yield
+        finally:
+            for module, mode in zip(modules, modes, strict=True):
+                module.training = mode
+            if self.engine is not engine:  # the auto-mode probe rebuilt the learners as a loop
+                self.train(modes[0])
 
     def step(self, loss: Tensor, index: int | None = None) -> None:
         """Back-propagate ``loss`` (a scalar summing the learners' own losses) and step the
@@ -133,6 +220,7 @@ class WeakLearners(nn.Module):
         return {"mode": self.mode, "optimizers": self.engine.optimizer_states()}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.adopt_mode(state["mode"])
         if state["mode"] != self.mode:
             raise ValueError(f"checkpoint was saved in {state['mode']!r} mode, this container "
                              f"runs in {self.mode!r} mode")
@@ -146,6 +234,14 @@ class WeakLearners(nn.Module):
         for opt in self.engine.optimizers:
             opt.load_state_dict(opt.state_dict())
         return self
+
+
+def _check_output(out: object, index: int | None) -> None:
+    if not torch.is_tensor(out):
+        who = "weak learners return" if index is None else f"weak learner {index} returns"
+        raise ValueError(f"{who} a {type(out).__name__}, not a tensor: a learner's forward must "
+                         "return its scores as one (B, m) or (B,) tensor (wrap a module with "
+                         "tuple or dict outputs in one that picks the scores)")
 
 
 def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:

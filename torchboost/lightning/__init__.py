@@ -36,7 +36,13 @@ Example:
 
 from torchboost.lightning.bad_input import BadInputLogger, screened_streams
 from torchboost.lightning.callback import StreamingCallback
-from torchboost.lightning.checkpoint_io import AtomicCheckpointIO, atomic_save, latest_checkpoint
+from torchboost.lightning.checkpoint_io import (
+    AtomicCheckpointIO,
+    CorruptCheckpointError,
+    atomic_save,
+    check_checkpoint,
+    latest_checkpoint,
+)
 from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
@@ -60,6 +66,7 @@ __all__ = [
     "BadInputLogger",
     "BoostingRound",
     "ConvergenceCallback",
+    "CorruptCheckpointError",
     "HeldOutEvaluator",
     "StoppingRule",
     "StreamingBoosterModule",
@@ -67,6 +74,7 @@ __all__ = [
     "TrainingClock",
     "atomic_save",
     "build_seeded",
+    "check_checkpoint",
     "evaluate_held_out",
     "fit_streaming",
     "latest_checkpoint",

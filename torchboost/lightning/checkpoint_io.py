@@ -37,7 +37,10 @@ handed to Lightning's own saving unchanged.
 from __future__ import annotations
 
 import os
+import pickle
 import secrets
+import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +49,49 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.plugins import TorchCheckpointIO
 
-__all__ = ["AtomicCheckpointIO", "atomic_save", "latest_checkpoint"]
+__all__ = ["AtomicCheckpointIO", "CorruptCheckpointError", "atomic_save", "check_checkpoint",
+           "latest_checkpoint"]
 
 TEMP_MARKER = ".atomic-"
 """Part of every temporary file name, ``.<target name>.atomic-<16 hex digits>.tmp``."""
+
+
+class CorruptCheckpointError(RuntimeError):
+    """A checkpoint file is truncated or corrupted; the message names it and what to do."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        self.path, self.problem = str(path), problem
+        super().__init__(f"checkpoint {self.path} is truncated or corrupted ({problem}); move it "
+                         "away or delete it and resume from an intact one, e.g. "
+                         "ckpt_path=latest_checkpoint(directory), which skips corrupted files")
+
+    def __reduce__(self) -> tuple[type[CorruptCheckpointError], tuple[str, str]]:
+        return type(self), (self.path, self.problem)
+
+
+def check_checkpoint(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`CorruptCheckpointError` unless ``path`` is an intact ``torch.save`` file:
+    a complete zip archive whose every member passes its CRC check (a truncated file, and a
+    flipped bit that ``torch.load`` would read without complaint, both fail). Files in torch's
+    legacy (non-zip) format are checked by loading them. A missing file raises
+    ``FileNotFoundError``."""
+    target = Path(path)
+    size = target.stat().st_size  # FileNotFoundError for a missing file
+    if size == 0:
+        raise CorruptCheckpointError(path, "the file is empty")
+    try:
+        if zipfile.is_zipfile(target):
+            with zipfile.ZipFile(target) as archive:
+                bad = archive.testzip()
+            if bad is not None:
+                raise CorruptCheckpointError(path, f"member {bad!r} fails its CRC check")
+            return
+        torch.load(target, map_location="cpu", weights_only=False)
+    except CorruptCheckpointError:
+        raise
+    except (OSError, EOFError, RuntimeError, ValueError, zipfile.BadZipFile,
+            pickle.UnpicklingError) as error:
+        raise CorruptCheckpointError(path, f"{type(error).__name__}: {error}") from error
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -71,6 +113,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} does not support storage_options")
         atomic_save(checkpoint, local_path)
+
+    def load_checkpoint(self, path: str | os.PathLike[str], *args: Any,
+                        **kwargs: Any) -> dict[str, Any]:
+        """Lightning's load, after :func:`check_checkpoint` for local files: a truncated or
+        corrupted checkpoint raises :class:`CorruptCheckpointError` naming the file."""
+        filesystem, local_path = url_to_fs(str(path))
+        if isinstance(filesystem, LocalFileSystem):
+            check_checkpoint(local_path)
+        try:
+            return super().load_checkpoint(path, *args, **kwargs)
+        except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as error:
+            raise CorruptCheckpointError(path, f"{type(error).__name__}: {error}") from error
 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
@@ -100,15 +154,24 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
 
 
 def latest_checkpoint(dirpath: str | os.PathLike[str], suffix: str = ".ckpt") -> Path | None:
-    """The most recently written ``*<suffix>`` file in ``dirpath`` (``None`` if there is none
-    or no such directory), for ``trainer.fit(..., ckpt_path=latest_checkpoint(dirpath))``.
+    """The most recently written intact ``*<suffix>`` file in ``dirpath`` (``None`` if there is
+    none or no such directory), for ``trainer.fit(..., ckpt_path=latest_checkpoint(dirpath))``.
 
     Temporary files of :func:`atomic_save` end in ``.tmp`` and are never returned; with
-    :class:`AtomicCheckpointIO` every ``*.ckpt`` file is complete. Ties of modification time
-    go to the later name.
+    :class:`AtomicCheckpointIO` every ``*.ckpt`` file is complete. Newer files that fail
+    :func:`check_checkpoint` (truncated or corrupted by something else) are skipped with a
+    warning naming them. Ties of modification time go to the later name.
     """
     candidates = [path for path in Path(dirpath).glob(f"*{suffix}") if path.is_file()]
-    return max(candidates, key=lambda path: (path.stat().st_mtime_ns, path.name), default=None)
+    candidates.sort(key=lambda path: (path.stat().st_mtime_ns, path.name), reverse=True)
+    for path in candidates:
+        try:
+            check_checkpoint(path)
+        except CorruptCheckpointError as error:
+            warnings.warn(f"latest_checkpoint skips {error}", stacklevel=2)
+            continue
+        return path
+    return None
 
 
 def _fsync_directory(directory: Path) -> None:

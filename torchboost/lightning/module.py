@@ -13,6 +13,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from torchboost.boosters import Booster
+from torchboost.chaining.streaming import ChainingBooster
 from torchboost.data.stream import is_stateful
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.round_optimizer import BoostingRound
@@ -101,10 +102,11 @@ class StreamingBoosterModule(pl.LightningModule):
     it as above; :meth:`teardown` takes the synchronizer off the booster again.
     """
 
-    def __init__(self, booster: Booster) -> None:
+    def __init__(self, booster: Booster | ChainingBooster) -> None:
         super().__init__()
-        if not isinstance(booster, Booster):
-            raise TypeError(f"booster must be a torchboost Booster, got {type(booster).__name__}")
+        if not isinstance(booster, Booster | ChainingBooster):
+            raise TypeError(f"booster must be a torchboost Booster (or a ChainingBooster), got "
+                            f"{type(booster).__name__}")
         self.booster = booster
         self.automatic_optimization = False
         self._sums = {"loss": 0.0, "error": 0.0}

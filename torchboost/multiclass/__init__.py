@@ -18,9 +18,11 @@ Example:
     >>> booster = AdaboostOLM(lambda: nn.Linear(2, 3), n_classes=3, n_learners=4)
     >>> x = torch.randn(64, 2)
     >>> y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()  # labels 0, 1, 2
-    >>> predictions = torch.cat([booster.learn(x[i:i + 1], y[i:i + 1]) for i in range(64)])
-    >>> predictions.shape, booster.samples_seen, booster.compute_units  # 3 units per learner
-    (torch.Size([64]), 64, 768)
+    >>> scores = torch.cat([booster.learn(x[i:i + 1], y[i:i + 1]) for i in range(64)])
+    >>> scores.shape, booster.samples_seen, booster.compute_units  # 3 units per learner
+    (torch.Size([64, 3]), 64, 768)
+    >>> booster.predict_label(x).shape
+    torch.Size([64])
 """
 
 from torchboost.multiclass.adaboost_olm import AdaboostOLM

@@ -55,11 +55,13 @@ class AdaboostOLM(MulticlassBooster):
         >>> _ = torch.manual_seed(0)
         >>> booster = AdaboostOLM(lambda: nn.Linear(4, 3), n_classes=3, n_learners=5)
         >>> x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
-        >>> booster.learn(x, y).shape
-        torch.Size([8])
+        >>> booster.learn(x, y).shape  # scores; labels: .argmax(-1) or booster.predict_label(x)
+        torch.Size([8, 3])
         >>> int(booster.t), bool(booster.alpha.abs().max() <= 2)
         (8, True)
     """
+
+    config_keys = ("loss_fn", "hedge")
 
     def __init__(
         self,
@@ -101,9 +103,15 @@ class AdaboostOLM(MulticlassBooster):
     def decide(self, partials: Tensor, generator: torch.Generator) -> Tensor:
         """Expert ``i_t`` drawn by Hedge (or the heaviest), which predicts
         ``argmax_l s^{i_t}(l)`` (Alg. 2 lines 8–11)."""
+        return self.decide_scores(partials, generator)[0]
+
+    def decide_scores(self, partials: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """:meth:`decide`'s labels and the chosen experts' votes ``s^{i_t}``."""
         experts = argmax_random_ties(partials[1:], generator)
         chosen = self.hedge.choose(partials.shape[1], experts.shape[0], generator)
-        return experts.gather(0, chosen.unsqueeze(0)).squeeze(0)
+        labels = experts.gather(0, chosen.unsqueeze(0)).squeeze(0)
+        votes = partials[1:][chosen, torch.arange(partials.shape[1], device=chosen.device)]
+        return labels, votes
 
     def importance_weights(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """``w^i(t) = −C_t^i(y_t, y_t)/(k − 1)`` (Alg. 2 line 14, digest §5 item 2)."""

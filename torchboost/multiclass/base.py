@@ -26,8 +26,10 @@ example ``b`` is predicted and weighted with the state left by examples ``< b``)
 batch-start state for every example and one update per batch with ``"batch"`` (vectorised over
 the batch; the same as ``"sequential"`` when ``B = 1``). OnlineMBBM has no such state.
 
-:meth:`learn` returns the labels predicted *before* the update, ``(B,)`` int64, so a stream's
-mean of ``learn(x, y) != y`` is its prequential (progressive-validation) error. Bad input raises
+:meth:`learn` returns, like every booster, the scores ``(B, k)`` of the prediction made *before*
+the update; their ``argmax`` is the booster's label (random tie-breaks included), so a stream's
+mean of ``learn(x, y).argmax(-1) != y`` is its prequential (progressive-validation) error, and
+:meth:`~torchboost.boosters.base.Booster.predict_label` gives held-out labels. Bad input raises
 ``ValueError`` before any state changes. Compute is counted as for the other boosters: 3 units
 per learner and example.
 """
@@ -40,7 +42,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from torchboost.boosters.base import Booster
+from torchboost.boosters.base import Booster, Round
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.multiclass.voting import cumulative_votes
 from torchboost.multiclass.weak_classifiers import (
@@ -73,6 +75,9 @@ class MulticlassBooster(Booster):
         optimizer, optimizer_kwargs, mode: passed to :class:`WeakLearners`.
         seed: seeds the generator of every random choice (ties, Hedge, sampling, Poisson).
     """
+
+    supports_distributed = False
+    config_keys = ("n_classes", "prediction", "training", "state_updates")
 
     def __init__(
         self,
@@ -127,7 +132,6 @@ class MulticlassBooster(Booster):
         """Update the algorithm's state after a round (here: per-learner hit counts)."""
         self.learner_hits[: labels.shape[0]] += (labels == z).sum(1).to(torch.float64)
 
-    # --- Booster hooks --------------------------------------------------------------------------
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         """Votes ``s^0..s^n`` ``(n + 1, B, k)`` of the learners with logits ``h (n, B, k)``."""
         n = h.shape[0]
@@ -156,52 +160,64 @@ class MulticlassBooster(Booster):
     def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
         return cross_entropy_gradient(h, targets)
 
-    # --- public API ---------------------------------------------------------------------------
-    def learn(self, x: Tensor, y: Tensor) -> Tensor:
-        """One round on the mini-batch ``(x, y)``; returns the labels ``(B,)`` predicted before
-        the update. Bad input raises ``ValueError`` and leaves the state unchanged."""
-        x = self._check_features(x)
-        z = self._check_labels(y, x.shape[0])
+    def decide_scores(self, partials: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """The booster's labels ``(B,)`` and the votes ``(B, k)`` they were decided from
+        (default: :meth:`decide` on the final votes ``s^n``)."""
+        return self.decide(partials, generator), partials[-1]
+
+    def decision_scores(self, partials: Tensor, generator: torch.Generator) -> Tensor:
+        """Scores ``(B, k)`` whose ``argmax`` is the booster's label: the votes it decided from,
+        with the decided label raised just above the others where it tied (random tie-break)."""
+        labels, votes = self.decide_scores(partials, generator)
+        index = labels.unsqueeze(-1)
+        chosen = votes.gather(-1, index)
+        others = votes.scatter(-1, index, -torch.inf).max(-1, keepdim=True).values
+        above = torch.where(chosen > others, chosen, torch.nextafter(others, others + 1))
+        return votes.scatter(-1, index, above)
+
+    # --- Booster hooks ----------------------------------------------------------------------------
+    def plan_round(self, x: Tensor, z: Tensor) -> Round:
+        """The multiclass round (module docstring): votes, decisions, importance weights and the
+        algorithm's state updates, example by example or once per batch. The prediction is the
+        scores of :meth:`decision_scores` (labels: ``argmax``, or :meth:`predict_label`)."""
         outputs = self._learner_outputs(x)
         h = outputs.detach()
         y0 = self.initial_prediction(x)
         rounds = (range(x.shape[0]) if self.state_updates == "sequential" else [None])
-        decisions, targets = [], []
+        scores, targets, votes = [], [], []
         for b in rounds:
             rows = slice(None) if b is None else slice(b, b + 1)
             partials = self.partial_sums(h[:, rows], y0[rows])
-            decisions.append(self.decide(partials, self.generator))
+            scores.append(self.decision_scores(partials, self.generator))
             targets.append(self.learner_targets(h[:, rows], partials, z[rows]))
             self.update(self.learner_labels(h[:, rows], partials), partials, z[rows])
-        target = torch.cat(targets, 1)
-        self.learners.step_outputs(outputs, self.learner_loss_grad(h, target))
-        self._record_round(x, h, target, z)
-        return torch.cat(decisions)
+            votes.append(partials)
+        return Round(outputs, h, torch.cat(votes, 1), torch.cat(scores), torch.cat(targets, 1))
 
-    @torch.no_grad()
-    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Labels ``(B,)`` from the first ``n_learners`` learners (anytime prediction). Random
-        choices use a copy of the generator, so predicting changes no state."""
-        if n_learners == 0:
-            raise ValueError("predict needs at least one learner")
-        x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
+    def prediction_scores(self, partials: Tensor) -> Tensor:
+        """:meth:`decision_scores`, with random choices from a copy of the generator, so that
+        predicting changes no state."""
         generator = torch.Generator()
         generator.set_state(self.generator.get_state())
-        return self.decide(self.partial_sums(h, self.initial_prediction(x)), generator)
+        return self.decision_scores(partials, generator)
+
+    # --- public API ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Scores ``(B, k)`` of the first ``n_learners`` learners (anytime prediction), whose
+        ``argmax`` (:meth:`predict_label`) is the booster's label. Random choices use a copy of
+        the generator, so predicting changes no state."""
+        if n_learners == 0:
+            raise ValueError("predict needs at least one learner")
+        return super().predict(x, n_learners)
 
     @torch.no_grad()
     def votes(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """The final vote ``s^n`` ``(B, k)`` of the first ``n_learners`` learners."""
         x = self._check_features(x)
-        h = self._learner_outputs(x, n_learners)
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
         return self.combine(self.partial_sums(h, self.initial_prediction(x)))
-
-    @torch.no_grad()
-    def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
-        """Error rate of :meth:`predict` on a held-out batch."""
-        z = self._check_labels(y, x.shape[0])
-        return {"error": float((self.predict(x, n_learners) != z).double().mean())}
 
     def edges(self) -> Tensor:
         """Each learner's running edge over random guessing, ``(k·acc − 1)/(k − 1)`` from its

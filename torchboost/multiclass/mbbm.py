@@ -62,12 +62,14 @@ class OnlineMBBM(MulticlassBooster):
         >>> _ = torch.manual_seed(0)
         >>> booster = OnlineMBBM(lambda: nn.Linear(4, 3), n_classes=3, gamma=0.1, n_learners=5)
         >>> x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
-        >>> booster.learn(x, y).shape, booster.predict(x).dtype
-        (torch.Size([8]), torch.int64)
+        >>> booster.learn(x, y).shape, booster.predict_label(x).dtype  # scores; labels
+        (torch.Size([8, 3]), torch.int64)
         >>> weights = booster.diagnostics()["weight"]  # mean w^i(t)/w^{i*} per learner
         >>> weights.shape, bool(((0 <= weights) & (weights <= 1)).all())
         (torch.Size([5]), True)
     """
+
+    config_keys = ("gamma", "weight_bound")
 
     def __init__(
         self,

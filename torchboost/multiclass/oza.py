@@ -47,8 +47,8 @@ class OzaBoost(MulticlassBooster):
         >>> _ = torch.manual_seed(0)
         >>> booster = OzaBoost(lambda: nn.Linear(4, 3), n_classes=3, n_learners=5)
         >>> x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
-        >>> booster.learn(x, y).shape
-        torch.Size([8])
+        >>> booster.learn(x, y).shape  # scores; labels: .argmax(-1)
+        torch.Size([8, 3])
         >>> float(booster.lambda_correct[0] + booster.lambda_wrong[0])  # λ = 1 at learner 1
         8.0
     """
