@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.guards import check_round, guard_step
+from torchboost.boosters.stall import StallMonitor
 from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.losses import Loss, get_loss
@@ -93,6 +94,7 @@ class Booster(nn.Module, ABC):
         optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
+        stall_window: int | None = 2000,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)
@@ -122,10 +124,20 @@ class Booster(nn.Module, ABC):
         self.sync: Synchronizer | None = None
         #: examples in the current round's (global) batch
         self._round_size = 0
+        #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
+        #: boosters that predict their last partial sum, with ``stall_window`` examples a window
+        self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window)
+                      if stall_window is not None and self.monitors_stall else None)
 
     #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
     #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
     supports_distributed = True
+
+    @property
+    def monitors_stall(self) -> bool:
+        """Whether the stall monitor applies: the prediction is the last of the partial sums
+        ``y^0..y^N`` a round computes for all learners."""
+        return type(self).combine is Booster.combine
 
     @property
     def n_learners(self) -> int:
@@ -232,7 +244,16 @@ class Booster(nn.Module, ABC):
             self._restore_round_snapshot(saved)
             raise
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+        if self.stall is not None and plan.partials.shape[0] == self.n_learners + 1:
+            self.stall.warn(self.stall.update(plan.partials, z, self.sync), self._stall_hint())
         return plan.prediction
+
+    def _stall_hint(self) -> str:
+        """The settings a stall warning suggests changing: learning rate and step."""
+        group = self.learners.optimizers[0].param_groups[0]
+        hint = f"now lr={group['lr']:g}" if "lr" in group else "now the optimizer's default"
+        step = getattr(self, "step", None)
+        return hint + (f", step η={step:g}" if isinstance(step, float) else "")
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:

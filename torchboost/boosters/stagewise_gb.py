@@ -36,6 +36,9 @@ class StagewiseGB(SGB):
     """
 
     supports_distributed = False
+    #: no stall monitor (:mod:`torchboost.boosters.stall`): a round does not compute every
+    #: learner's anytime prediction on the loss's scale
+    monitors_stall = False
 
     def __init__(self, learners: Any, loss: Any = "squared", **kwargs: Any) -> None:
         if kwargs.get("step") == "learned":

@@ -51,7 +51,9 @@ def learner_scalars(booster: Booster) -> dict[str, float]:
 
     Every per-learner tensor of :meth:`~torchboost.boosters.base.Booster.diagnostics` becomes
     ``{name}/learner_{i}`` with ``i = 1..N`` as in the papers (``edge`` γ_i, ``target_norm``,
-    ``fit_error``, OGB's ``sigma`` σ_i). Learning rates come from the learners' optimizers:
+    ``fit_error``, OGB's ``sigma`` σ_i, SGB's learned ``step`` η_i); ``stall/<symptom>`` is 1 once
+    the booster's :class:`~torchboost.boosters.stall.StallMonitor` has seen that symptom. Learning
+    rates come from the learners' optimizers:
     ``lr`` when one fused optimizer steps every learner (stacked mode), else
     ``lr/learner_{i}`` (one optimizer per learner).
     """
@@ -61,6 +63,8 @@ def learner_scalars(booster: Booster) -> dict[str, float]:
         if values.ndim == 1 and values.numel() == n:
             for i, value in enumerate(values.tolist(), start=1):
                 scalars[f"{name}/learner_{i}"] = float(value)
+    if getattr(booster, "stall", None) is not None:  # 1 once a stall symptom was seen
+        scalars.update({f"stall/{name}": flag for name, flag in booster.stall.flags().items()})
     optimizers = booster.learners.optimizers
     rates = [float(opt.param_groups[0]["lr"]) for opt in optimizers
              if "lr" in opt.param_groups[0]]

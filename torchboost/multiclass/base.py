@@ -77,6 +77,9 @@ class MulticlassBooster(Booster):
     """
 
     supports_distributed = False
+    #: no stall monitor (:mod:`torchboost.boosters.stall`): a round does not compute every
+    #: learner's anytime prediction on the loss's scale
+    monitors_stall = False
     config_keys = ("n_classes", "prediction", "training", "state_updates")
 
     def __init__(

@@ -1,0 +1,84 @@
+"""The stall monitor: one warning per symptom, with numbers and the fix, and none when learning."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from boost_helpers import regression_stream
+
+from torchboost import SGB, TwoLayerNet
+from torchboost.boosters.stall import BoostingStallWarning, StallMonitor
+from torchboost.lightning import learner_scalars
+from torchboost.losses import get_loss
+
+X, Y = regression_stream(6000)
+
+
+def stream(booster, x=X, y=Y, batch=32):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in range(0, len(x), batch):
+            booster.learn(x[t:t + batch], y[t:t + batch])
+    return [w for w in caught if issubclass(w.category, BoostingStallWarning)]
+
+
+def test_window_sums_by_hand():
+    monitor = StallMonitor(get_loss("squared"), n_learners=2, out_dim=1, window=4)
+    z = torch.tensor([[1.0], [3.0]])
+    partials = torch.tensor([[0.0, 0.0], [2.0, 2.0], [1.0, 5.0]]).unsqueeze(-1)
+    assert monitor.update(partials, z) == []  # learns the label mean (2) only
+    assert monitor.update(partials, z) == []  # 2 of 4 window examples
+    # mean per example: y^0 = 0 → ½(1 + 9)/2 = 2.5; y^1 = 2 → ½(1 + 1)/2 = 0.5;
+    # y^2 = (1, 5) → ½(0 + 4)/2 = 1; the constant 2 → 0.5. So y^2 is worse than both
+    assert monitor.update(partials, z) == ["not_beating_constant", "learners_hurt"]
+    assert monitor.last_window["anytime"].tolist() == pytest.approx([2.5, 0.5, 1.0])
+    assert float(monitor.last_window["constant"]) == pytest.approx(0.5)
+    assert monitor.update(partials, z) == [] and monitor.update(partials, z) == []  # once each
+    assert monitor.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0}
+
+
+def test_a_booster_that_does_not_learn_warns_once_with_the_fix():
+    # learners frozen by a zero learning rate, y0 = 0 while the labels' mean is not 0
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, step=0.25,
+                  optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.0})
+    caught = stream(booster, y=Y + 3.0)
+    assert len(caught) == 1
+    text = str(caught[0].message)
+    assert "no better than the best constant" in text and "lr=0" in text
+    assert "over the last 2000 examples" in text
+    assert learner_scalars(booster)["stall/not_beating_constant"] == 1.0
+
+
+def test_overshooting_learners_are_flagged():
+    # η = 1.9 on squared loss: each learner that fits its target overshoots past the label
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 8), n_learners=6, step=1.9, y0="mean",
+                  optimizer_kwargs={"lr": 1e-2})
+    caught = stream(booster)
+    messages = [str(w.message) for w in caught]
+    assert any("make the prediction worse" in m and "step η=1.9" in m for m in messages)
+    assert booster.stall.flags()["learners_hurt"] == 1.0
+
+
+def test_a_learning_booster_does_not_warn():
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 8), n_learners=4, step=0.3, y0="mean",
+                  optimizer_kwargs={"lr": 1e-2})
+    assert stream(booster) == []
+    anytime = booster.stall.last_window["anytime"]
+    # the second window (examples 2000-4000): well below the constant, falling with k
+    assert float(anytime[-1]) < 0.8 * float(booster.stall.last_window["constant"])  # 0.86, 1.21
+    assert anytime.tolist() == sorted(anytime.tolist(), reverse=True)
+    assert all(not math.isnan(v) for v in anytime.tolist())
+    assert learner_scalars(booster)["stall/learners_hurt"] == 0.0
+
+
+def test_stall_window_none_switches_the_monitor_off():
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=None,
+                  optimizer_kwargs={"lr": 0.0}, optimizer=torch.optim.SGD)
+    assert booster.stall is None and stream(booster, y=Y + 3.0) == []
+    with pytest.raises(ValueError, match="stall window"):
+        SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=0)

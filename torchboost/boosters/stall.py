@@ -1,0 +1,134 @@
+"""A warning when a streaming booster is not learning, with the likely fix.
+
+Over consecutive windows of ``window`` examples, :class:`StallMonitor` sums the progressive
+(test-then-train) loss of every anytime prediction ``y^0..y^N`` of the rounds and the loss of the
+best constant prediction known before each round (the loss's :meth:`~torchboost.losses.Loss.
+best_constant` of the running label statistics: the label mean for squared loss, the class
+frequencies for softmax). At the end of each window it checks two symptoms:
+
+* ``not_beating_constant`` — the booster's prediction ``y^N`` did no better over the window than
+  the best constant: its learners learn too slowly (learning rate too small) or diverge;
+* ``learners_hurt`` — some shorter ensemble ``y^k``, ``k < N``, did better than ``y^N`` by more
+  than a relative ``tolerance``: the later learners make the prediction worse (step ``η`` or
+  learning rate too large, or too many learners for the data).
+
+Each symptom raises one :class:`BoostingStallWarning` per booster with the numbers and the fix,
+and stays flagged in :meth:`StallMonitor.flags` (logged to TensorBoard as ``stall/<symptom>`` by
+:class:`~torchboost.lightning.StreamingCallback`). When training data-parallel the sums are
+all-reduced, so every replica judges the global batches.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor, nn
+
+from torchboost.distributed import Synchronizer
+from torchboost.losses import Loss
+
+__all__ = ["SYMPTOMS", "BoostingStallWarning", "StallMonitor"]
+
+#: What :class:`StallMonitor` detects.
+SYMPTOMS = ("not_beating_constant", "learners_hurt")
+
+
+class BoostingStallWarning(UserWarning):
+    """A booster is not learning (see :mod:`torchboost.boosters.stall`)."""
+
+
+class StallMonitor(nn.Module):
+    """Windowed progressive losses of a booster's anytime predictions and of the best constant.
+
+    Args:
+        loss: the booster's loss.
+        n_learners: ``N``; rounds pass ``N + 1`` partial sums.
+        out_dim: the prediction's dimension ``m``.
+        window: examples per window (each check uses one whole window).
+        tolerance: the relative margin of ``learners_hurt``.
+
+    Example:
+        >>> import torch
+        >>> from torchboost.losses import get_loss
+        >>> monitor = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
+        >>> z = torch.tensor([[1.0], [3.0]])
+        >>> flat = torch.zeros(2, 2, 1)  # y^0 = y^1 = 0, while the label mean is 2
+        >>> monitor.update(flat, z)  # the first round only learns the label statistics
+        []
+        >>> monitor.update(flat, z)
+        ['not_beating_constant']
+    """
+
+    def __init__(self, loss: Loss, n_learners: int, out_dim: int, window: int = 2000,
+                 tolerance: float = 0.01) -> None:
+        super().__init__()
+        if window < 1:
+            raise ValueError(f"the stall window must be >= 1 example, got {window}")
+        self.loss, self.window, self.tolerance = loss, int(window), float(tolerance)
+        self.register_buffer("statistic_sum", torch.zeros(out_dim, dtype=torch.float64))
+        self.register_buffer("seen", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("partial_loss", torch.zeros(n_learners + 1, dtype=torch.float64))
+        self.register_buffer("constant_loss", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("in_window", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("flagged", torch.zeros(len(SYMPTOMS), dtype=torch.bool))
+        #: the mean losses of the last complete window: ``y^0..y^N`` and the best constant
+        self.last_window: dict[str, Tensor] = {}
+
+    @torch.no_grad()
+    def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None) -> list[str]:
+        """Add a round's partial sums ``(N + 1, B, m)`` before the update and its encoded labels
+        (summed over the replicas' shards with ``sync``); at the end of a window, return the
+        symptoms seen for the first time (else ``[]``)."""
+        first = bool(self.seen == 0)  # the best constant needs labels seen before this round
+        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0).double(),
+                torch.tensor([float(z.shape[0])], dtype=torch.float64, device=z.device)]
+        if not first:
+            mean = (self.statistic_sum / self.seen).to(partials.dtype)
+            constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
+            sums += [self.loss.value(partials, z).sum(-1).double(),
+                     self.loss.value(constant, z).sum().double().reshape(1)]
+        if sync is not None:
+            sync.sum_(sums)
+        self.statistic_sum += sums[0]
+        self.seen += sums[1][0]
+        if not first:
+            self.partial_loss += sums[2]
+            self.constant_loss += sums[3][0]
+            self.in_window += sums[1][0]
+        if self.in_window < self.window:
+            return []
+        partial, constant = self.partial_loss / self.in_window, self.constant_loss / self.in_window
+        self.last_window = {"anytime": partial.clone(), "constant": constant.clone()}
+        seen = [float(partial[-1]) >= float(constant),
+                float(partial[:-1].min()) < (1.0 - self.tolerance) * float(partial[-1])]
+        new = [name for i, name in enumerate(SYMPTOMS) if seen[i] and not self.flagged[i]]
+        self.flagged |= torch.tensor(seen, device=self.flagged.device)
+        self.partial_loss.zero_(), self.constant_loss.zero_(), self.in_window.zero_()
+        return new
+
+    def flags(self) -> dict[str, float]:
+        """``{symptom: 1.0 or 0.0}``: whether each symptom has been seen."""
+        return {name: float(flag) for name, flag in zip(SYMPTOMS, self.flagged.tolist(),
+                                                        strict=True)}
+
+    def message(self, symptom: str, hint: str) -> str:
+        """The warning's text for ``symptom`` with the last window's numbers and ``hint`` (the
+        booster's current learning rate and step)."""
+        anytime, constant = self.last_window["anytime"], float(self.last_window["constant"])
+        final = float(anytime[-1])
+        if symptom == "not_beating_constant":
+            return (f"over the last {self.window} examples the booster's progressive loss "
+                    f"{final:.4g} is no better than the best constant prediction's "
+                    f"{constant:.4g}: its learners learn too slowly or diverge. Try another "
+                    f"learning rate ({hint}; larger if the loss is flat, smaller if it "
+                    "oscillates), or targets='newton' for a classification loss")
+        best = int(anytime[:-1].argmin())
+        return (f"over the last {self.window} examples the first {best} learner(s) alone had "
+                f"progressive loss {float(anytime[best]):.4g}, all {len(anytime) - 1} had "
+                f"{final:.4g}: the later learners make the prediction worse. Lower the step η "
+                f"or the learning rate ({hint}), or use fewer learners")
+
+    def warn(self, symptoms: list[str], hint: str) -> None:
+        for symptom in symptoms:
+            warnings.warn(self.message(symptom, hint), BoostingStallWarning, stacklevel=4)
