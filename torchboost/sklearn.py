@@ -44,13 +44,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -61,45 +59,13 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.sklearn needs scikit-learn >= 1.6: "
                       "pip install 'torchboost[sklearn]'") from error
 
-from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner
-from torchboost.learners import TwoLayerNet
+from torchboost._adapters import BOOSTERS, LearnerFactory, build_booster, torch_dtype
+from torchboost.boosters import Booster
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
-#: The names ``booster=`` accepts.
-BOOSTERS: dict[str, type[Booster]] = {
-    "sgb": SGB,
-    "residual_sgb": ResidualSGB,
-    "ogb": OGB,
-    "convex_hull_ogb": ConvexHullOGB,
-    "single": SingleLearner,
-}
-
-_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "sgd": torch.optim.SGD,
-    "adagrad": torch.optim.Adagrad,
-    "rmsprop": torch.optim.RMSprop,
-}
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _STD_FLOOR = 1e-8
 _PREDICT_CHUNK = 8192
-
-LearnerFactory = Callable[[int, int], nn.Module]
-
-
-@contextmanager
-def _building(dtype: torch.dtype, seed: int) -> Iterator[None]:
-    """Build modules in ``dtype`` from a seeded RNG, leaving the global RNG and dtype as they
-    were (the booster's float64 accumulators stay float64)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 class _StreamingBoosting(BaseEstimator):
@@ -224,51 +190,16 @@ class _StreamingBoosting(BaseEstimator):
         """Nothing to record for a classifier."""
 
     def _torch_dtype(self) -> torch.dtype:
-        if isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point:
-            return self.dtype
-        if self.dtype in _DTYPES:
-            return _DTYPES[self.dtype]
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        return torch_dtype(self.dtype)
 
     def _build_booster(self, n_features: int) -> Booster:
-        if isinstance(self.booster, str):
-            if self.booster not in BOOSTERS:
-                raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster "
-                                 f"subclass, got {self.booster!r}")
-            cls = BOOSTERS[self.booster]
-        elif isinstance(self.booster, type) and issubclass(self.booster, Booster):
-            cls = self.booster
-        else:
-            raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
-                             f"got {self.booster!r}")
-        if isinstance(self.optimizer, str):
-            if self.optimizer not in _OPTIMIZERS:
-                raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)} or a "
-                                 f"torch.optim.Optimizer class, got {self.optimizer!r}")
-            optimizer = _OPTIMIZERS[self.optimizer]
-        else:
-            optimizer = self.optimizer
-        loss = self.loss if self.loss is not None else self._default_loss()
-        binary = loss in ("logistic", "hinge")
-        n_outputs = 1 if binary else self._n_outputs()
-        out_dim = n_outputs
-        user_factory = self.learner
-        if user_factory is None:
-            hidden, activation = self.hidden, self.activation
-
-            def factory() -> nn.Module:
-                return TwoLayerNet(n_features, hidden, out_dim, activation)
-        else:
-            def factory() -> nn.Module:
-                return user_factory(n_features, out_dim)
-        kwargs: dict[str, Any] = {"n_outputs": n_outputs, "y0": "mean", "optimizer": optimizer,
-                                  "optimizer_kwargs": {"lr": float(self.learning_rate)}}
-        if cls is not SingleLearner:
-            kwargs["n_learners"] = self.n_learners
-        kwargs.update(self.booster_kwargs or {})
-        with _building(self._torch_dtype(), self._seed):
-            booster = cls(factory, loss, **kwargs)
-        return booster.to(self.device)
+        return build_booster(
+            self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
+            n_features=n_features, n_outputs=self._n_outputs(), n_learners=self.n_learners,
+            hidden=self.hidden, activation=self.activation, learner=self.learner,
+            booster_kwargs=self.booster_kwargs, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, dtype=self.dtype, device=self.device,
+            seed=self._seed)
 
     # --- prediction --------------------------------------------------------------------------
     def _tensors(self, X: np.ndarray, z: np.ndarray | None = None) -> tuple[Tensor, Tensor]:
