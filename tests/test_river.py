@@ -12,7 +12,7 @@ from river import checks, datasets, dummy, evaluate, linear_model, metrics, prep
 from torchboost import OGB
 from torchboost.river import SGBClassifier, SGBRegressor
 
-SETTINGS = {"n_learners": 4, "batch_size": 8, "learning_rate": 0.03}
+SETTINGS = {"n_learners": 4, "batch_size": 8, "learning_rate": 0.03, "n_threads": 1}
 
 
 def progressive(dataset, model, metric) -> float:
@@ -41,7 +41,8 @@ def test_progressive_validation_regressor_against_rivers_baseline() -> None:
 
 def test_mini_batching_many_and_multiclass() -> None:
     rows = [({"a": float(i % 3), "b": float(i % 5)}, "xyz"[i % 3]) for i in range(40)]
-    model = SGBClassifier(classes=["x", "y", "z"], n_learners=2, batch_size=16, booster="ogb")
+    model = SGBClassifier(classes=["x", "y", "z"], n_learners=2, batch_size=16, booster="ogb",
+                          n_threads=1)
     assert model._multiclass
     assert model.predict_proba_one(rows[0][0]) == pytest.approx({c: 1 / 3 for c in "xyz"})
     for x, y in rows[:10]:
@@ -74,8 +75,8 @@ RIVER_CHECKS = ("check_clone_with_new_params_applies", "check_get_params_matches
                 "check_pickling")
 
 
-@pytest.mark.parametrize("model", [SGBRegressor(n_learners=2, batch_size=4),
-                                   SGBClassifier(n_learners=2, batch_size=4)],
+@pytest.mark.parametrize("model", [SGBRegressor(n_learners=2, batch_size=4, n_threads=1),
+                                   SGBClassifier(n_learners=2, batch_size=4, n_threads=1)],
                          ids=["regressor", "classifier"])
 def test_rivers_estimator_checks(model) -> None:
     ran = set()

@@ -18,8 +18,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from torchboost import SGB
 from torchboost.sklearn import BOOSTERS, SGBClassifier, SGBRegressor
 
-#: Small enough for the checks to run in seconds, good enough for their accuracy thresholds.
-SMALL = {"n_learners": 4, "max_passes": 6, "batch_size": 50, "learning_rate": 0.05}
+#: Small enough for the checks to run in seconds, good enough for their accuracy thresholds
+#: (one intra-op thread: tiny batches gain nothing from more on a busy machine).
+SMALL = {"n_learners": 4, "max_passes": 6, "batch_size": 50, "learning_rate": 0.05,
+         "n_threads": 1}
 
 #: The checks scikit-learn itself skips here (no expected failures are declared):
 #: ``check_array_api_input`` (needs SCIPY_ARRAY_API=1 and an array-API library; the estimators
@@ -79,9 +81,9 @@ def test_binary_classifier_scores_and_probabilities(three_classes) -> None:
 
 def test_fit_is_seeded_and_leaves_the_global_rng_alone(regression) -> None:
     X, y = regression
-    state = torch.get_rng_state()
+    state, n_threads = torch.get_rng_state(), torch.get_num_threads()
     first = SGBRegressor(**SMALL, random_state=3).fit(X, y).predict(X)
-    assert torch.equal(state, torch.get_rng_state())
+    assert torch.equal(state, torch.get_rng_state()) and torch.get_num_threads() == n_threads
     np.testing.assert_array_equal(first, SGBRegressor(**SMALL, random_state=3).fit(X, y)
                                   .predict(X))
     assert not np.allclose(first, SGBRegressor(**SMALL, random_state=4).fit(X, y).predict(X))
@@ -122,7 +124,7 @@ def test_params_clone_learner_factory_dtype_and_pickle(regression) -> None:
 
 
 @pytest.mark.parametrize("bad", [{"booster": "gb"}, {"optimizer": "lbfgs"}, {"dtype": "int8"},
-                                 {"max_passes": 0}])
+                                 {"max_passes": 0}, {"n_threads": 0}])
 def test_bad_parameters_raise_at_fit(bad, regression) -> None:
     X, y = regression
     est = SGBRegressor(**{**SMALL, **bad})  # __init__ stores, never validates

@@ -22,12 +22,14 @@ the same keys) unless ``classes=[...]`` lists every label up front (logistic los
 classes, softmax for more): the booster's outputs are fixed when it is built.
 
 The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``, …) are
-those of :mod:`torchboost.sklearn`'s estimators; ``seed`` seeds the learners' initialisation.
+those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is usually fastest for
+one-example predictions); ``seed`` seeds the learners' initialisation.
 
 Example:
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from torchboost.river import SGBClassifier
-    >>> model = preprocessing.StandardScaler() | SGBClassifier(n_learners=4, batch_size=16)
+    >>> model = preprocessing.StandardScaler() | SGBClassifier(n_learners=4, batch_size=16,
+    ...                                                        n_threads=1)
     >>> metric = evaluate.progressive_val_score(datasets.Phishing().take(400), model,
     ...                                         metrics.Accuracy())
     >>> metric.get() > 0.7
@@ -47,7 +49,7 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
 
-from torchboost._adapters import LearnerFactory, build_booster, torch_dtype
+from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
 from torchboost.boosters import Booster
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
@@ -69,7 +71,8 @@ class _RiverBoosting:
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
                  learning_rate: float = 1e-2, batch_size: int = 32, seed: int = 0,
-                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32") -> None:
+                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
+                 n_threads: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.booster = booster
@@ -85,6 +88,7 @@ class _RiverBoosting:
         self.seed = seed
         self.device = device
         self.dtype = dtype
+        self.n_threads = n_threads
         self.features: list[Hashable] | None = None
         self.booster_: Booster | None = None
         self._x: list[list[float]] = []
@@ -134,7 +138,8 @@ class _RiverBoosting:
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
         self._x, self._y = [], []
-        self.booster_.learn(x, y)
+        with threads(self.n_threads):
+            self.booster_.learn(x, y)
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
         """Buffer ``(x, y)``; a full buffer is one boosting round."""
@@ -177,12 +182,15 @@ class _RiverBoosting:
             vectors = [self._vector(x) for x in rows]
         if not vectors:
             return np.zeros((0, self.booster_.out_dim))
-        return self.booster_.predict(self._tensor(vectors)).to("cpu", torch.float64).numpy()
+        with threads(self.n_threads):
+            out = self.booster_.predict(self._tensor(vectors))
+        return out.to("cpu", torch.float64).numpy()
 
     def _scores_one(self, x: dict[Hashable, Any]) -> np.ndarray | None:
         if self.booster_ is None:
             return None
-        out = self.booster_.predict(self._tensor([self._vector(x)]))
+        with threads(self.n_threads):
+            out = self.booster_.predict(self._tensor([self._vector(x)]))
         return out[0].to("cpu", torch.float64).numpy()
 
 
@@ -227,9 +235,10 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
                  learning_rate: float = 1e-2, batch_size: int = 32, seed: int = 0,
-                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32") -> None:
+                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
+                 n_threads: int | None = None) -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
-                         optimizer, learning_rate, batch_size, seed, device, dtype)
+                         optimizer, learning_rate, batch_size, seed, device, dtype, n_threads)
         self.classes = classes
         labels = [False, True] if classes is None else list(classes)
         if len(labels) < 2 or len(set(labels)) != len(labels):

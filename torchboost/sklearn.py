@@ -33,10 +33,10 @@ Example:
     >>> from torchboost.sklearn import SGBClassifier, SGBRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3))
-    >>> reg = SGBRegressor(n_learners=4, max_passes=5, random_state=0).fit(X, X[:, 0] - X[:, 1])
-    >>> reg.predict(X[:2]).shape
+    >>> reg = SGBRegressor(n_learners=4, max_passes=5, random_state=0, n_threads=1)
+    >>> reg.fit(X, X[:, 0] - X[:, 1]).predict(X[:2]).shape
     (2,)
-    >>> clf = SGBClassifier(n_learners=4, max_passes=5, random_state=0)
+    >>> clf = SGBClassifier(n_learners=4, max_passes=5, random_state=0, n_threads=1)
     >>> clf = clf.fit(X, np.where(X[:, 0] > 0, "yes", "no"))
     >>> clf.classes_.tolist(), clf.predict_proba(X[:2]).shape
     (['no', 'yes'], (2, 2))
@@ -59,7 +59,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.sklearn needs scikit-learn >= 1.6: "
                       "pip install 'torchboost[sklearn]'") from error
 
-from torchboost._adapters import BOOSTERS, LearnerFactory, build_booster, torch_dtype
+from torchboost._adapters import BOOSTERS, LearnerFactory, build_booster, threads, torch_dtype
 from torchboost.boosters import Booster
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
@@ -89,6 +89,8 @@ class _StreamingBoosting(BaseEstimator):
         random_state: seeds the learners' initialisation and ``fit``'s orders (``None``: fresh).
         device: where the booster lives (``"cpu"``, ``"cuda"``, …).
         dtype: ``"float32"`` or ``"float64"`` (or the ``torch.dtype``) of the learners.
+        n_threads: torch's intra-op threads while fitting and predicting (restored after);
+            ``None`` keeps torch's setting. ``1`` is usually fastest for small mini-batches.
     """
 
     def __init__(self, booster: str | type[Booster] = "sgb", *, n_learners: int = 8,
@@ -99,7 +101,7 @@ class _StreamingBoosting(BaseEstimator):
                  learning_rate: float = 1e-2, batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,
                  device: str | torch.device = "cpu",
-                 dtype: str | torch.dtype = "float32") -> None:
+                 dtype: str | torch.dtype = "float32", n_threads: int | None = None) -> None:
         self.booster = booster
         self.n_learners = n_learners
         self.hidden = hidden
@@ -115,6 +117,7 @@ class _StreamingBoosting(BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.dtype = dtype
+        self.n_threads = n_threads
 
     # --- to be provided by the regressor / the classifier ------------------------------------
     def _default_loss(self) -> str:
@@ -134,15 +137,16 @@ class _StreamingBoosting(BaseEstimator):
             raise ValueError(f"max_passes must be an int >= 1, got {self.max_passes!r}")
         if not (isinstance(self.batch_size, int | np.integer) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be an int >= 1, got {self.batch_size!r}")
-        self._start(X, y, classes=None)
-        x, z = self._tensors(X, self._encode_targets(y))
-        n = x.shape[0]
-        for p in range(self.max_passes):
-            generator = torch.Generator().manual_seed(self._seed + 1 + p)
-            order = torch.randperm(n, generator=generator).to(x.device)
-            for start in range(0, n, self.batch_size):
-                rows = order[start:start + self.batch_size]
-                self.booster_.learn(x[rows], z[rows])
+        with threads(self.n_threads):
+            self._start(X, y, classes=None)
+            x, z = self._tensors(X, self._encode_targets(y))
+            n = x.shape[0]
+            for p in range(self.max_passes):
+                generator = torch.Generator().manual_seed(self._seed + 1 + p)
+                order = torch.randperm(n, generator=generator).to(x.device)
+                for start in range(0, n, self.batch_size):
+                    rows = order[start:start + self.batch_size]
+                    self.booster_.learn(x[rows], z[rows])
         self.n_iter_ = self.max_passes
         return self
 
@@ -159,7 +163,8 @@ class _StreamingBoosting(BaseEstimator):
             self.n_iter_ = 0
         else:
             self._check_partial_classes(classes)
-        self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
+        with threads(self.n_threads):
+            self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
         return self
 
     def _check_partial_classes(self, classes: Any) -> None:
@@ -214,8 +219,9 @@ class _StreamingBoosting(BaseEstimator):
         check_is_fitted(self, "booster_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         x, _ = self._tensors(X)
-        out = [self.booster_.predict(x[i:i + _PREDICT_CHUNK])
-               for i in range(0, x.shape[0], _PREDICT_CHUNK)]
+        with threads(self.n_threads):
+            out = [self.booster_.predict(x[i:i + _PREDICT_CHUNK])
+                   for i in range(0, x.shape[0], _PREDICT_CHUNK)]
         return torch.cat(out).to("cpu", torch.float64).numpy()
 
     def __getstate__(self) -> dict[str, Any]:
