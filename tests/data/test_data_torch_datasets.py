@@ -137,3 +137,31 @@ def test_torchvision_mnist_streams_through_the_lightning_module(mnist_root: Path
     trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
     assert trainer.global_step == 3 and booster.samples_seen == N_TRAIN
     assert booster.input_shape == (1, 28, 28)
+
+
+@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no")
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_loader_stream_resumes_a_lightning_fit_exactly(mnist_root: Path, tmp_path: Path) -> None:
+    data = mnist_dataset(mnist_root, transform=ToTensor())
+
+    def fit(ckpt_path: Path | None = None, **trainer_kwargs) -> tuple[pl.Trainer, SGB]:
+        torch.manual_seed(0)
+        booster = SGB(lambda: ConvNet(), n_learners=2, loss="softmax", n_outputs=10)
+        trainer = pl.Trainer(**{"max_epochs": 1, **trainer_kwargs}, accelerator="cpu",
+                             logger=False, enable_checkpointing=False,
+                             enable_model_summary=False, enable_progress_bar=False)
+        trainer.fit(StreamingBoosterModule(booster), ckpt_path=ckpt_path,
+                    train_dataloaders=LoaderStream(data, batch_size=8, seed=1))
+        return trainer, booster
+
+    _, reference = fit()
+    stopped, _ = fit(max_steps=2)
+    stopped.save_checkpoint(tmp_path / "two.ckpt")
+    # the stopped run's epoch counts as finished: the resumed trainer must allow another one
+    resumed_trainer, resumed = fit(ckpt_path=tmp_path / "two.ckpt", max_epochs=None,
+                                   max_steps=N_TRAIN // 8)
+    assert resumed_trainer.global_step == N_TRAIN // 8
+    assert resumed.samples_seen == reference.samples_seen == N_TRAIN
+    for key, value in reference.state_dict().items():
+        if torch.is_tensor(value):
+            assert torch.equal(value, resumed.state_dict()[key]), key
