@@ -77,6 +77,11 @@ def test_binary_classifier_scores_and_probabilities(three_classes) -> None:
     np.testing.assert_array_equal(clf.predict(X), np.where(scores > 0, 1, -1))
     hinge = SGBClassifier(loss="hinge", booster="residual_sgb", **SMALL).fit(X, y)
     assert not hasattr(hinge, "predict_proba") and hinge.score(X, y) > 0.6
+    two_scores = SGBClassifier(loss="softmax", **SMALL).fit(X, y)
+    assert two_scores.decision_function(X).shape == (200, 2)
+    assert np.allclose(two_scores.predict_proba(X).sum(1), 1.0)
+    with pytest.raises(ValueError, match="does not fit 3 classes"):
+        SGBClassifier(loss="hinge", **SMALL).fit(*three_classes)
 
 
 def test_fit_is_seeded_and_leaves_the_global_rng_alone(regression) -> None:

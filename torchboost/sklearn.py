@@ -198,8 +198,9 @@ class _StreamingBoosting(BaseEstimator):
         return torch_dtype(self.dtype)
 
     def _build_booster(self, n_features: int) -> Booster:
+        default = self._default_loss()  # also checks a classifier's loss against its classes
         return build_booster(
-            self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
+            self.booster, loss=self.loss if self.loss is not None else default,
             n_features=n_features, n_outputs=self._n_outputs(), n_learners=self.n_learners,
             hidden=self.hidden, activation=self.activation, learner=self.learner,
             booster_kwargs=self.booster_kwargs, optimizer=self.optimizer,
@@ -284,7 +285,12 @@ class SGBClassifier(ClassifierMixin, _StreamingBoosting):
     """
 
     def _default_loss(self) -> str:
-        return "logistic" if len(self.classes_) == 2 else "softmax"
+        binary = len(self.classes_) == 2
+        if self.loss is not None and self.loss not in (
+                ("logistic", "hinge", "softmax") if binary else ("softmax",)):
+            raise ValueError(f"loss={self.loss!r} does not fit {len(self.classes_)} classes: use "
+                             + ("'logistic', 'hinge' or 'softmax'" if binary else "'softmax'"))
+        return "logistic" if binary else "softmax"
 
     def _n_outputs(self) -> int:
         return len(self.classes_)
