@@ -87,7 +87,7 @@ def test_comparison_trains_through_lightning_as_a_plain_loop_would(small_run):
         tags[sub] = set(events.Tags()["scalars"])
     assert {"SGB/test_loss", "SGB/test_mse", "GB/test_mse", "base/test_mse", "SGB/anytime_loss",
             "SGB/edge"} <= tags[""]
-    assert {"test/loss", "progressive/loss", "compute_units", "edge/learner_3"} <= tags["SGB"]
+    assert {"test/loss", "progressive/loss", "compute_units", "learner_profile/edge"} <= tags["SGB"]
     assert {"test/loss", "progressive/loss"} <= tags["base"]
     assert {"gb/test_loss", "gb/stage"} <= tags["GB"]
 

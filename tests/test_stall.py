@@ -11,7 +11,6 @@ from boost_helpers import regression_stream
 
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning, StallMonitor
-from torchboost.lightning import learner_scalars
 from torchboost.losses import get_loss
 
 X, Y = regression_stream(6000)
@@ -49,7 +48,7 @@ def test_a_booster_that_does_not_learn_warns_once_with_the_fix():
     text = str(caught[0].message)
     assert "no better than the best constant" in text and "lr=0" in text
     assert "over the last 2000 examples" in text
-    assert learner_scalars(booster)["stall/not_beating_constant"] == 1.0
+    assert booster.stall.flags()["not_beating_constant"] == 1.0
 
 
 def test_overshooting_learners_are_flagged():
@@ -73,7 +72,7 @@ def test_a_learning_booster_does_not_warn():
     assert float(anytime[-1]) < 0.8 * float(booster.stall.last_window["constant"])  # 0.86, 1.21
     assert anytime.tolist() == sorted(anytime.tolist(), reverse=True)
     assert all(not math.isnan(v) for v in anytime.tolist())
-    assert learner_scalars(booster)["stall/learners_hurt"] == 0.0
+    assert booster.stall.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0}
 
 
 def test_stall_window_none_switches_the_monitor_off():

@@ -10,8 +10,10 @@ import torch
 from torchboost import SGB, TwoLayerNet
 from torchboost.lightning import (
     HeldOutEvaluator,
+    booster_hparams,
     evaluate_held_out,
     learner_scalars,
+    learner_values,
 )
 
 LEARNER = partial(TwoLayerNet, 3, 2)
@@ -51,14 +53,17 @@ def test_lightning_evaluator_schedule_and_state():
         HeldOutEvaluator(evaluator.x, evaluator.y, every_units=0)
 
 
-@pytest.mark.parametrize(("mode", "lr_tags"), [("stacked", ["lr"]),
-                                              ("loop", ["lr/learner_1", "lr/learner_2"])])
-def test_lightning_learner_scalars(mode, lr_tags):
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_lightning_learner_scalars(mode):
     booster = SGB(LEARNER, n_learners=2, mode=mode, optimizer_kwargs={"lr": 0.03})
     booster.learn(torch.randn(8, 3), torch.randn(8))
-    scalars = learner_scalars(booster)
-    per_learner = {f"{name}/learner_{i}" for name in ("edge", "target_norm", "fit_error")
-                   for i in (1, 2)}
-    assert set(scalars) == per_learner | set(lr_tags)
-    assert [scalars[tag] for tag in lr_tags] == pytest.approx([0.03] * len(lr_tags))
-    assert scalars["edge/learner_2"] == pytest.approx(float(booster.edges()[1]))
+    values = learner_values(booster)
+    assert set(values) == {"edge", "target_norm", "fit_error", "lr"}
+    assert values["lr"] == pytest.approx([0.03, 0.03])
+    assert values["edge"] == pytest.approx(booster.edges().tolist())
+    scalars = learner_scalars(booster)  # the same, flat, for loggers without histograms
+    assert set(scalars) == {f"learners/{name}/learner_{i}" for name in values for i in (1, 2)}
+    assert scalars["learners/edge/learner_2"] == pytest.approx(float(booster.edges()[1]))
+    assert booster_hparams(booster) == {"booster": "SGB", "loss": "squared", "n_learners": 2,
+                                        "mode": mode, "optimizer": "Adam", "lr": 0.03,
+                                        "step": 0.25, "targets": "gradient"}

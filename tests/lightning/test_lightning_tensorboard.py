@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from torchboost.lightning import StreamingBoosterModule, StreamingCallback
 
@@ -31,11 +32,29 @@ def _train_and_read(kind, data, tmp_path, make_booster, make_stream, trainer_kwa
                                default_hp_metric=False)
     trainer = pl.Trainer(**{**trainer_kwargs, "logger": logger, "callbacks": [callback]})
     trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
-    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0})
+    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0, "histograms": 0,
+                                                             "images": 0, "tensors": 0})
     events.Reload()
     scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)]
                for tag in events.Tags()["scalars"]}
-    return booster, callback, scalars, json.loads(history_path.read_text())
+    return booster, callback, scalars, json.loads(history_path.read_text()), events
+
+
+def _histograms(events, tag):
+    """``[(step, count, min, max)]`` of a histogram tag."""
+    return [(e.step, e.histogram_value.num, e.histogram_value.min, e.histogram_value.max)
+            for e in events.Histograms(tag)]
+
+
+def _hparams(events):
+    """The run's logged configuration and the metric names of its HParams row."""
+    content = events.PluginTagToContent("hparams")
+    start = HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    experiment = HParamsPluginData.FromString(content["_hparams_/experiment"])
+    params = {key: value.WhichOneof("kind") and getattr(value, value.WhichOneof("kind"))
+              for key, value in start.session_start_info.hparams.items()}
+    metrics = {info.name.tag for info in experiment.experiment.metric_infos}
+    return params, metrics
 
 
 def _values(series):
@@ -44,16 +63,21 @@ def _values(series):
 
 def test_lightning_tensorboard_curves_against_units(regression, tmp_path, make_booster,
                                                     make_stream, trainer_kwargs):
-    booster, callback, scalars, saved = _train_and_read("sgb", regression, tmp_path,
-                                                        make_booster, make_stream,
-                                                        trainer_kwargs)
+    booster, callback, scalars, saved, events = _train_and_read("sgb", regression, tmp_path,
+                                                                make_booster, make_stream,
+                                                                trainer_kwargs)
     n = booster.n_learners
+    quantities = ("edge", "target_norm", "fit_error", "lr")
     expected = {"test/loss", "progressive/loss", "progressive/loss_mean",
-                "progressive/loss_vs_units", "compute_units", "anytime/loss", "lr",
-                *(f"{name}/learner_{i}" for name in ("edge", "target_norm", "fit_error")
-                  for i in range(1, n + 1))}
+                "progressive/loss_vs_units", "compute_units", "anytime/loss",
+                "final/test_loss", "final/compute_units",
+                *(f"learner_profile/{name}" for name in quantities)}
     assert expected <= set(scalars)
-    assert not {"test/error", "sigma/learner_1", "progressive/error"} & set(scalars)
+    assert not {"test/error", "learner_profile/sigma", "progressive/error"} & set(scalars)
+    # one chart per per-learner quantity, not N tags
+    assert not [t for t in scalars if "learner_" in t.split("/")[-1]]
+    assert set(events.Tags()["histograms"]) == {f"learners/{name}" for name in quantities}
+    assert events.Tags()["images"] == ["anytime/curve"]
     assert all(math.isfinite(v) for series in scalars.values() for v in _values(series))
 
     test_loss = scalars["test/loss"]
@@ -63,10 +87,20 @@ def test_lightning_tensorboard_curves_against_units(regression, tmp_path, make_b
     assert len(steps) == math.floor(booster.compute_units / EVAL_EVERY_UNITS) + 1 + (
         booster.compute_units % EVAL_EVERY_UNITS != 0)
     assert test_loss[-1][1] < 0.85 * test_loss[0][1]  # an easy stream: boosting helps
-    assert all(v <= 1.0 for i in range(1, n + 1) for v in _values(scalars[f"edge/learner_{i}"]))
+    edges = _histograms(events, "learners/edge")
+    assert [step for step, *_ in edges] == steps[1:]  # from the first batch on
+    assert all(count == n and high <= 1.0 for _, count, _, high in edges)
+    assert all(low == high == pytest.approx(0.05) for *_, low, high in
+               _histograms(events, "learners/lr"))
+    profile = scalars["learner_profile/edge"]
+    assert [step for step, _ in profile] == list(range(1, n + 1))
+    assert _values(profile) == pytest.approx(booster.edges().tolist(), rel=1e-6)
     assert [step for step, _ in scalars["anytime/loss"]] == list(range(1, n + 1))
     assert _values(scalars["anytime/loss"])[-1] == pytest.approx(test_loss[-1][1], rel=1e-6)
-    assert _values(scalars["lr"]) == pytest.approx([0.05] * len(scalars["lr"]))
+    params, metrics = _hparams(events)
+    assert params["booster"] == "SGB" and params["n_learners"] == n and params["lr"] == 0.05
+    assert {"final/test_loss", "final/progressive_loss", "final/compute_units"} <= metrics
+    assert _values(scalars["final/test_loss"]) == pytest.approx([test_loss[-1][1]])
     units = _values(scalars["compute_units"])  # against Lightning's steps (batches)
     assert units == sorted(units) and units[-1] == booster.compute_units
 
@@ -79,16 +113,16 @@ def test_lightning_tensorboard_curves_against_units(regression, tmp_path, make_b
 
 def test_lightning_tensorboard_ogb_sigma_and_errors(classification, tmp_path, make_booster,
                                                    make_stream, trainer_kwargs):
-    booster, callback, scalars, _ = _train_and_read("ogb_logistic", classification, tmp_path,
-                                                    make_booster, make_stream, trainer_kwargs)
+    booster, callback, scalars, _, events = _train_and_read(
+        "ogb_logistic", classification, tmp_path, make_booster, make_stream, trainer_kwargs)
     n = booster.n_learners
     expected = {"test/error", "progressive/error_vs_units", "anytime/error",
-                *(f"sigma/learner_{i}" for i in range(1, n + 1)),
-                "lr"}
+                "learner_profile/sigma", "final/test_error"}
     assert expected <= set(scalars)
-    sigmas = [v for i in range(1, n + 1) for v in _values(scalars[f"sigma/learner_{i}"])]
-    assert all(0.0 <= s <= 1.0 for s in sigmas)
-    assert _values(scalars[f"sigma/learner_{n}"])[-1] == pytest.approx(float(booster.sigma[-1]))
+    sigmas = _histograms(events, "learners/sigma")
+    assert all(count == n and 0.0 <= low <= high <= 1.0 for _, count, low, high in sigmas)
+    assert _values(scalars["learner_profile/sigma"]) == pytest.approx(booster.sigma.tolist())
+    assert _hparams(events)[0]["booster"] == "OGB"
     errors = _values(scalars["test/error"])
     assert all(0.0 <= e <= 1.0 for e in errors) and errors[-1] < errors[0]
     assert callback.history[-1]["test_error"] == pytest.approx(errors[-1])

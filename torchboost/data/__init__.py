@@ -37,7 +37,8 @@ from torchboost.data.csv_regression import load_csv_regression
 from torchboost.data.ct_slice import load_slice
 from torchboost.data.dataset import Dataset, Task
 from torchboost.data.libsvm import A9A_N_FEATURES, load_a9a, read_libsvm
-from torchboost.data.mnist import MNIST_FILES, load_mnist, read_idx
+from torchboost.data.loader import LoaderStream
+from torchboost.data.mnist import MNIST_FILES, load_mnist, mnist_dataset, read_idx
 from torchboost.data.multiclass import MUSHROOM_CATEGORIES, load_balance, load_mushroom
 from torchboost.data.passes import MultiPassStream
 from torchboost.data.screening import (
@@ -63,6 +64,7 @@ __all__ = [
     "BadInputError",
     "DataStream",
     "Dataset",
+    "LoaderStream",
     "MultiPassStream",
     "Policy",
     "ResumableScreenedStream",
@@ -79,6 +81,7 @@ __all__ = [
     "load_slice",
     "load_year",
     "make_test_tensors",
+    "mnist_dataset",
     "read_idx",
     "read_libsvm",
     "synthetic_classification",

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
+from torch.utils.data import Dataset as TorchDataset
 
 from torchboost.data.dataset import Dataset
 
@@ -126,9 +127,21 @@ class DataStream:
         self._fast_forward(start_batch)
 
     @classmethod
-    def from_dataset(cls, dataset: Dataset, **kwargs: Any) -> DataStream:
-        """A stream over ``dataset``'s training split; ``kwargs`` go to the constructor."""
-        return cls(dataset.x_train, dataset.y_train, **kwargs)
+    def from_dataset(cls, dataset: Dataset | TorchDataset, **kwargs: Any) -> DataStream:
+        """A stream over a :class:`~torchboost.data.Dataset`'s training split, or over every
+        ``(x, y)`` item of any map-style ``torch.utils.data.Dataset`` — e.g.
+        ``torchvision.datasets.MNIST(root, download=False, transform=ToTensor())`` — read into
+        memory once, in index order, with the dataset's transforms applied (labels become a
+        tensor: ``int64`` class indices for torchvision's classification sets). ``kwargs``
+        (``batch_size``, ``seed``, ``standardize``, …) go to the constructor. For data that do
+        not fit in memory, and for iterable datasets, use :class:`~torchboost.data.LoaderStream`.
+        """
+        if isinstance(dataset, Dataset):
+            return cls(dataset.x_train, dataset.y_train, **kwargs)
+        from torchboost.data.loader import materialize
+
+        x, y = materialize(dataset)
+        return cls(x, y, **kwargs)
 
     # ----------------------------------------------------------------- iteration
     def __len__(self) -> int:

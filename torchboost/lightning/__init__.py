@@ -46,12 +46,21 @@ from torchboost.lightning.checkpoint_io import (
 from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
+    booster_hparams,
     evaluate_held_out,
     learner_scalars,
+    learner_values,
 )
 from torchboost.lightning.module import StreamingBoosterModule
 from torchboost.lightning.round_optimizer import BoostingRound
-from torchboost.lightning.scalars import log_scalars
+from torchboost.lightning.scalars import (
+    SECTIONS,
+    log_figure,
+    log_hparams,
+    log_learner_values,
+    log_scalars,
+    tag,
+)
 from torchboost.lightning.stagewise import run_stagewise
 from torchboost.lightning.stopping import (
     STOP_REASONS,
@@ -61,6 +70,7 @@ from torchboost.lightning.stopping import (
 )
 
 __all__ = [
+    "SECTIONS",
     "STOP_REASONS",
     "AtomicCheckpointIO",
     "BadInputLogger",
@@ -73,13 +83,19 @@ __all__ = [
     "StreamingCallback",
     "TrainingClock",
     "atomic_save",
+    "booster_hparams",
     "build_seeded",
     "check_checkpoint",
     "evaluate_held_out",
     "fit_streaming",
     "latest_checkpoint",
     "learner_scalars",
+    "learner_values",
+    "log_figure",
+    "log_hparams",
+    "log_learner_values",
     "log_scalars",
     "run_stagewise",
     "screened_streams",
+    "tag",
 ]

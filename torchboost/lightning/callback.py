@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from matplotlib.figure import Figure
 from torch import Tensor
 
-from torchboost.lightning.evaluation import HeldOutEvaluator, Transform, learner_scalars
+from torchboost.lightning.evaluation import (
+    HeldOutEvaluator,
+    Transform,
+    booster_hparams,
+    learner_values,
+)
 from torchboost.lightning.module import StreamingBoosterModule
-from torchboost.lightning.scalars import log_scalars
+from torchboost.lightning.scalars import (
+    log_figure,
+    log_hparams,
+    log_learner_values,
+    log_scalars,
+    tag,
+)
 
-__all__ = ["StreamingCallback"]
+__all__ = ["StreamingCallback", "anytime_figure"]
 
 
 class StreamingCallback(pl.Callback):
@@ -34,13 +47,22 @@ class StreamingCallback(pl.Callback):
     * ``test/loss``, ``test/error`` — held-out scores;
     * ``progressive/loss_vs_units``, ``progressive/error_vs_units`` — running progressive
       (test-then-train) means over the stream;
-    * ``edge/learner_{i}``, ``target_norm/learner_{i}``, ``fit_error/learner_{i}`` and, for OGB,
-      ``sigma/learner_{i}`` (``i = 1..N``), and ``lr`` (or ``lr/learner_{i}``) — see
-      :func:`~torchboost.lightning.learner_scalars`.
+    * ``learners/edge``, ``learners/target_norm``, ``learners/fit_error``, ``learners/lr`` and,
+      for OGB, ``learners/sigma`` — one histogram over the ``N`` learners each (flat scalars
+      ``learners/<name>/learner_<i>`` for loggers other than TensorBoard); see
+      :func:`~torchboost.lightning.learner_values`;
+    * ``stall/not_beating_constant``, ``stall/learners_hurt`` — 1 once the booster's
+      :class:`~torchboost.boosters.stall.StallMonitor` has seen the symptom.
 
     At the end it also logs the anytime curve, ``anytime/loss`` (and ``anytime/error``) of the
-    first ``k`` learners with step ``k = 1..N``, keeps it in :attr:`anytime`, and writes
-    ``{"history": ..., "anytime": ...}`` as JSON to ``history_path`` if given.
+    first ``k`` learners with step ``k = 1..N`` and as a figure ``anytime/curve``, keeps it in
+    :attr:`anytime`; the final per-learner quantities as curves against the learner index,
+    ``learner_profile/<name>`` with step ``i = 1..N``; the run's configuration (``hparams``
+    over :func:`~torchboost.lightning.booster_hparams`) with its final metrics
+    (``final/test_loss``, ``final/test_error``, ``final/progressive_loss``, …,
+    ``final/compute_units``) for TensorBoard's HParams tab; and writes
+    ``{"history": ..., "anytime": ...}`` as JSON to ``history_path`` if given. The tag scheme
+    is that of :mod:`torchboost.lightning.scalars`.
 
     One pass: at the end of the first training epoch the callback sets ``trainer.should_stop``,
     since a stream is seen once; ``max_epochs=-1`` or a ``max_steps`` beyond the stream's length
@@ -59,17 +81,22 @@ class StreamingCallback(pl.Callback):
             :class:`~torchboost.data.DataStream`'s ``transform`` (standardisation with statistics
             of the training stream only).
         history_path: where to write the JSON summary at the end of training.
+        hparams: the run's configuration for the HParams tab (added to, and overriding,
+            :func:`~torchboost.lightning.booster_hparams`); ``log_hparams=False`` logs none.
     """
 
     def __init__(self, test_x: Tensor, test_y: Tensor, eval_every_units: float, *,
                  eval_batch_size: int = 4096, transform: Transform | None = None,
                  eval_growth: float | None = None,
-                 history_path: str | Path | None = None) -> None:
+                 history_path: str | Path | None = None,
+                 hparams: Mapping[str, Any] | None = None, log_hparams: bool = True) -> None:
         super().__init__()
         self.evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units,
                                           batch_size=eval_batch_size, transform=transform,
                                           growth=eval_growth)
         self.history_path = Path(history_path) if history_path is not None else None
+        self.hparams = dict(hparams or {})
+        self.log_hparams = log_hparams
         self.history: list[dict[str, float | int | None]] = []
         self.anytime: list[dict[str, float]] = []
 
@@ -98,8 +125,21 @@ class StreamingCallback(pl.Callback):
         for k in range(1, booster.n_learners + 1):
             scores = self.evaluator.scores(booster, n_learners=k)
             self.anytime.append({"n_learners": k, **scores})
-            log_scalars(trainer.loggers, {f"anytime/{key}": value
+            log_scalars(trainer.loggers, {tag("anytime", key): value
                                           for key, value in scores.items()}, step=k)
+        log_figure(trainer.loggers, "anytime/curve", lambda: anytime_figure(self.anytime),
+                   step=booster.compute_units)
+        for name, vector in learner_values(booster).items():
+            for i, value in enumerate(vector, start=1):
+                log_scalars(trainer.loggers, {tag("learner_profile", name): value}, step=i)
+        if self.log_hparams:
+            last = self.history[-1]
+            final = {"test_loss": last["test_loss"], "test_error": last["test_error"],
+                     "progressive_loss": last["progressive_loss"],
+                     "progressive_error": last["progressive_error"],
+                     "compute_units": last["units"], "samples": last["samples"]}
+            log_hparams(trainer.loggers, {**booster_hparams(booster), **self.hparams}, final,
+                        step=booster.compute_units)
         if self.history_path is not None and trainer.is_global_zero:
             self.history_path.parent.mkdir(parents=True, exist_ok=True)
             summary = {"history": self.history, "anytime": self.anytime}
@@ -119,14 +159,17 @@ class StreamingCallback(pl.Callback):
             "progressive_error": progressive.get("error"),
         })
         scalars = {
-            "test/loss": scores["loss"],
-            "test/error": scores.get("error"),
-            "progressive/loss_vs_units": progressive["loss"],
-            "progressive/error_vs_units": progressive.get("error"),
+            tag("test", "loss"): scores["loss"],
+            tag("test", "error"): scores.get("error"),
+            tag("progressive", "loss_vs_units"): progressive["loss"],
+            tag("progressive", "error_vs_units"): progressive.get("error"),
         }
-        if booster.samples_seen > 0:
-            scalars.update(learner_scalars(booster))
+        if getattr(booster, "stall", None) is not None:  # 1 once a stall symptom was seen
+            scalars.update({tag("stall", name): flag
+                            for name, flag in booster.stall.flags().items()})
         log_scalars(trainer.loggers, scalars, step=units)
+        if booster.samples_seen > 0:
+            log_learner_values(trainer.loggers, learner_values(booster), step=units)
 
     def state_dict(self) -> dict[str, Any]:
         return {"evaluator": self.evaluator.state_dict(), "history": list(self.history),
@@ -136,3 +179,23 @@ class StreamingCallback(pl.Callback):
         self.evaluator.load_state_dict(state_dict["evaluator"])
         self.history = list(state_dict["history"])
         self.anytime = list(state_dict["anytime"])
+
+
+def anytime_figure(anytime: Sequence[Mapping[str, float]]) -> Figure:
+    """The anytime curve: held-out loss (and error rate, right axis) of the first ``k``
+    learners against ``k``, from :attr:`StreamingCallback.anytime`."""
+    fig = Figure(figsize=(5.0, 3.5))  # no pyplot: no global state, works headless
+    ax = fig.subplots()
+    ks = [point["n_learners"] for point in anytime]
+    ax.plot(ks, [point["loss"] for point in anytime], marker="o", label="test loss")
+    ax.set_xlabel("learners used (k)")
+    ax.set_ylabel("test loss")
+    if anytime and "error" in anytime[0]:
+        right = ax.twinx()
+        right.plot(ks, [point["error"] for point in anytime], marker="s", color="tab:orange",
+                   label="test error")
+        right.set_ylabel("test error rate")
+    ax.set_title("anytime prediction")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -16,8 +16,15 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters import Booster
+from torchboost.lightning.scalars import tag
 
-__all__ = ["HeldOutEvaluator", "evaluate_held_out", "learner_scalars"]
+__all__ = [
+    "HeldOutEvaluator",
+    "booster_hparams",
+    "evaluate_held_out",
+    "learner_scalars",
+    "learner_values",
+]
 
 Transform = Callable[[Tensor], Tensor]
 
@@ -46,33 +53,51 @@ def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int
     return {key: value / len(x) for key, value in totals.items()}
 
 
-def learner_scalars(booster: Booster) -> dict[str, float]:
-    """Per-learner diagnostics and learning rates as flat ``{tag: value}`` scalars.
-
-    Every per-learner tensor of :meth:`~torchboost.boosters.base.Booster.diagnostics` becomes
-    ``{name}/learner_{i}`` with ``i = 1..N`` as in the papers (``edge`` γ_i, ``target_norm``,
-    ``fit_error``, OGB's ``sigma`` σ_i, SGB's learned ``step`` η_i); ``stall/<symptom>`` is 1 once
-    the booster's :class:`~torchboost.boosters.stall.StallMonitor` has seen that symptom. Learning
-    rates come from the learners' optimizers:
-    ``lr`` when one fused optimizer steps every learner (stacked mode), else
-    ``lr/learner_{i}`` (one optimizer per learner).
-    """
+def learner_values(booster: Booster) -> dict[str, list[float]]:
+    """Per-learner quantities, name → ``N`` values (learner ``i`` at index ``i − 1``): every
+    per-learner tensor of :meth:`~torchboost.boosters.base.Booster.diagnostics` (``edge`` γ_i,
+    ``target_norm``, ``fit_error``, OGB's ``sigma`` σ_i, a learned ``step`` η_i) and ``lr``,
+    each learner's learning rate (one fused optimizer in stacked mode: the same for all)."""
     n = booster.n_learners
-    scalars: dict[str, float] = {}
-    for name, values in booster.diagnostics().items():
-        if values.ndim == 1 and values.numel() == n:
-            for i, value in enumerate(values.tolist(), start=1):
-                scalars[f"{name}/learner_{i}"] = float(value)
-    if getattr(booster, "stall", None) is not None:  # 1 once a stall symptom was seen
-        scalars.update({f"stall/{name}": flag for name, flag in booster.stall.flags().items()})
-    optimizers = booster.learners.optimizers
-    rates = [float(opt.param_groups[0]["lr"]) for opt in optimizers
+    values: dict[str, list[float]] = {}
+    for name, tensor in booster.diagnostics().items():
+        if tensor.ndim == 1 and tensor.numel() == n:
+            values[name] = [float(v) for v in tensor.tolist()]
+    rates = [float(opt.param_groups[0]["lr"]) for opt in booster.learners.optimizers
              if "lr" in opt.param_groups[0]]
     if len(rates) == 1:
-        scalars["lr"] = rates[0]
-    else:
-        scalars.update({f"lr/learner_{i}": rate for i, rate in enumerate(rates, start=1)})
-    return scalars
+        rates = rates * n
+    if len(rates) == n:
+        values["lr"] = rates
+    return values
+
+
+def booster_hparams(booster: Booster) -> dict[str, Any]:
+    """A booster's configuration for TensorBoard's HParams tab: its class, loss, number of
+    learners, learner engine (stacked/loop), optimizer and learning rate, and its step
+    (``η``, ``"learned"``) and targets where it has them."""
+    optimizers = booster.learners.optimizers
+    group = optimizers[0].param_groups[0] if optimizers else {}
+    params: dict[str, Any] = {"booster": type(booster).__name__, "loss": booster.loss.name,
+                              "n_learners": booster.n_learners, "mode": booster.learners.mode,
+                              "optimizer": type(optimizers[0]).__name__ if optimizers else "",
+                              "lr": float(group.get("lr", float("nan")))}
+    if getattr(booster, "step_rule", None) is not None:
+        params["step"] = "learned"
+    elif isinstance(getattr(booster, "step", None), int | float):
+        params["step"] = float(booster.step)
+    if isinstance(getattr(booster, "targets", None), str):
+        params["targets"] = booster.targets
+    return params
+
+
+def learner_scalars(booster: Booster) -> dict[str, float]:
+    """:func:`learner_values` as flat scalars ``learners/<name>/learner_<i>`` (``i = 1..N``,
+    as in the papers), for loggers without histograms; see
+    :mod:`torchboost.lightning.scalars` for the tag scheme."""
+    return {f"{tag('learners', name)}/learner_{i}": value
+            for name, vector in learner_values(booster).items()
+            for i, value in enumerate(vector, start=1)}
 
 
 class HeldOutEvaluator:

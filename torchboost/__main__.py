@@ -1,0 +1,8 @@
+"""``python -m torchboost``: the ``torchboost`` command (``demo`` and ``run``)."""
+
+import sys
+
+from torchboost.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""What the scikit-learn and river adapters share: building a booster from plain parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner
+from torchboost.learners import TwoLayerNet
+
+__all__ = [
+    "BOOSTERS",
+    "OPTIMIZERS",
+    "LearnerFactory",
+    "build_booster",
+    "threads",
+    "torch_dtype",
+]
+
+#: The names ``booster=`` accepts.
+BOOSTERS: dict[str, type[Booster]] = {
+    "sgb": SGB,
+    "residual_sgb": ResidualSGB,
+    "ogb": OGB,
+    "convex_hull_ogb": ConvexHullOGB,
+    "single": SingleLearner,
+}
+
+#: The names ``optimizer=`` accepts.
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "sgd": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "rmsprop": torch.optim.RMSprop,
+}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+#: ``learner(n_features, n_outputs) -> nn.Module``: a fresh weak learner mapping
+#: ``(B, n_features)`` to ``(B, n_outputs)``.
+LearnerFactory = Callable[[int, int], nn.Module]
+
+
+def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float32"``/``"float64"`` (or a floating ``torch.dtype``) as a ``torch.dtype``."""
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+
+
+@contextmanager
+def threads(n_threads: int | None) -> Iterator[None]:
+    """Run with ``torch.set_num_threads(n_threads)`` and restore the previous count after;
+    ``None`` leaves torch's setting alone. Small mini-batches gain nothing from intra-op threads,
+    and on a busy machine waiting for them can cost far more than the work itself."""
+    if n_threads is None:
+        yield
+        return
+    if not (isinstance(n_threads, int) and n_threads >= 1):
+        raise ValueError(f"n_threads must be an int >= 1 or None, got {n_threads!r}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@contextmanager
+def _building(dtype: torch.dtype, seed: int) -> Iterator[None]:
+    """Build modules in ``dtype`` from a seeded RNG, leaving the global RNG and default dtype as
+    they were (the booster's float64 accumulators stay float64)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n_outputs: int,
+                  n_learners: int, hidden: int, activation: str,
+                  learner: LearnerFactory | None, booster_kwargs: dict[str, Any] | None,
+                  optimizer: str | type[torch.optim.Optimizer], learning_rate: float,
+                  dtype: str | torch.dtype, device: str | torch.device, seed: int) -> Booster:
+    """A fresh booster of ``n_learners`` learners (the default :class:`TwoLayerNet` or
+    ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
+    ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
+    (logistic, hinge) get one output. ``ValueError`` for an unknown name."""
+    if isinstance(booster, str):
+        if booster not in BOOSTERS:
+            raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
+                             f"got {booster!r}")
+        cls = BOOSTERS[booster]
+    elif isinstance(booster, type) and issubclass(booster, Booster):
+        cls = booster
+    else:
+        raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
+                         f"got {booster!r}")
+    if isinstance(optimizer, str):
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)} or a "
+                             f"torch.optim.Optimizer class, got {optimizer!r}")
+        optimizer = OPTIMIZERS[optimizer]
+    out_dim = 1 if loss in ("logistic", "hinge") else n_outputs
+    if learner is None:
+        def factory() -> nn.Module:
+            return TwoLayerNet(n_features, hidden, out_dim, activation)
+    else:
+        def factory() -> nn.Module:
+            return learner(n_features, out_dim)
+    kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer,
+                              "optimizer_kwargs": {"lr": float(learning_rate)}}
+    if cls is not SingleLearner:
+        kwargs["n_learners"] = n_learners
+    kwargs.update(booster_kwargs or {})
+    with _building(torch_dtype(dtype), seed):
+        built = cls(factory, loss, **kwargs)
+    return built.to(device)

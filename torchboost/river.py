@@ -1,0 +1,326 @@
+"""river estimators around the streaming boosters: :class:`SGBRegressor` and
+:class:`SGBClassifier` (``pip install 'torchboost[river]'``).
+
+They speak river's dict-per-example protocol (``learn_one``, ``predict_one``,
+``predict_proba_one``) and its mini-batch one (``learn_many``, ``predict_many``,
+``predict_proba_many`` on a pandas ``DataFrame``, or on a list of dicts), so they drop into
+``river.evaluate.progressive_val_score`` and river pipelines as they are.
+
+**Mini-batching inside.** A boosting round on one example is a noisy, costly step, so
+``learn_one`` buffers examples and runs one :meth:`Booster.learn` round per ``batch_size`` of
+them (``batch_size=1``: a round per example); predictions use the model as of the last round.
+``learn_many`` adds its rows to the same buffer.
+
+**Features.** The feature names are fixed by the first example learnt (sorted by their
+``str``, so the order of a dict's keys never matters); a name missing from a later example
+counts as 0 and a name not in the first example is ignored.
+Features are used as given: standardise them in the pipeline, as river's linear models need too
+(``preprocessing.StandardScaler() | SGBRegressor()``).
+
+**Classes.** A classifier is binary with labels ``False``/``True`` (river's convention; 0/1 are
+the same keys) unless ``classes=[...]`` lists every label up front (logistic loss for two
+classes, softmax for more): the booster's outputs are fixed when it is built.
+
+The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``, …) are
+those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is usually fastest for
+one-example predictions); ``seed`` seeds the learners' initialisation.
+
+Example:
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from torchboost.river import SGBClassifier
+    >>> model = preprocessing.StandardScaler() | SGBClassifier(n_learners=4, batch_size=16,
+    ...                                                        n_threads=1)
+    >>> metric = evaluate.progressive_val_score(datasets.Phishing().take(400), model,
+    ...                                         metrics.Accuracy())
+    >>> metric.get() > 0.7
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+try:
+    from river import base
+except ImportError as error:  # pragma: no cover - the optional extra is missing
+    raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
+
+from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
+from torchboost.boosters import Booster
+
+__all__ = ["SGBClassifier", "SGBRegressor"]
+
+
+def _rows(X: Any) -> tuple[list[Hashable], np.ndarray] | list[dict[Hashable, Any]]:
+    """A DataFrame as (columns, values), or a sequence of dicts as a list."""
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        return list(X.columns), X.to_numpy(dtype=np.float64)
+    return list(X)
+
+
+class _RiverBoosting:
+    """What the river regressor and classifier share (see the module docstring)."""
+
+    def __init__(self, booster: str | type[Booster] = "sgb", n_learners: int = 8,
+                 hidden: int = 10, activation: str = "sigmoid",
+                 learner: LearnerFactory | None = None, loss: str | None = None,
+                 booster_kwargs: dict[str, Any] | None = None,
+                 optimizer: str | type[torch.optim.Optimizer] = "adam",
+                 learning_rate: float = 1e-2, batch_size: int = 32, seed: int = 0,
+                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
+                 n_threads: int | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.booster = booster
+        self.n_learners = n_learners
+        self.hidden = hidden
+        self.activation = activation
+        self.learner = learner
+        self.loss = loss
+        self.booster_kwargs = booster_kwargs
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.seed = seed
+        self.device = device
+        self.dtype = dtype
+        self.n_threads = n_threads
+        self.features: list[Hashable] | None = None
+        self.booster_: Booster | None = None
+        self._x: list[list[float]] = []
+        self._y: list[Any] = []
+
+    # --- to be provided ----------------------------------------------------------------------
+    def _default_loss(self) -> str:
+        raise NotImplementedError
+
+    def _n_outputs(self) -> int:
+        raise NotImplementedError
+
+    def _encode(self, y: Sequence[Any]) -> torch.Tensor:
+        raise NotImplementedError
+
+    # --- learning ----------------------------------------------------------------------------
+    @property
+    def n_pending(self) -> int:
+        """Examples buffered for the next round."""
+        return len(self._x)
+
+    def _vector(self, x: dict[Hashable, Any]) -> list[float]:
+        if self.features is None:
+            self.features = sorted(x, key=str)
+        return [float(x.get(name, 0.0)) for name in self.features]
+
+    def _add(self, row: list[float], y: Any) -> None:
+        self._encode([y])  # an unknown label raises now, not at the round
+        self._x.append(row)
+        self._y.append(y)
+        if len(self._x) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Run one round on the buffered examples now (however few)."""
+        if not self._x:
+            return
+        if self.booster_ is None:
+            assert self.features is not None
+            self.booster_ = build_booster(
+                self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
+                n_features=len(self.features), n_outputs=self._n_outputs(),
+                n_learners=self.n_learners, hidden=self.hidden, activation=self.activation,
+                learner=self.learner, booster_kwargs=self.booster_kwargs,
+                optimizer=self.optimizer, learning_rate=self.learning_rate, dtype=self.dtype,
+                device=self.device, seed=self.seed)
+        x = self._tensor(self._x)
+        y = self._encode(self._y).to(self.device)
+        self._x, self._y = [], []
+        with threads(self.n_threads):
+            self.booster_.learn(x, y)
+
+    def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
+        """Buffer ``(x, y)``; a full buffer is one boosting round."""
+        self._add(self._vector(x), y)
+
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Buffer every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts) with its
+        label in ``y``; each full buffer is one round."""
+        rows = _rows(X)
+        labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
+        if isinstance(rows, tuple):
+            columns, values = rows
+            if self.features is None:
+                self.features = sorted(columns, key=str)
+            position = {name: i for i, name in enumerate(columns)}
+            index = [position.get(name) for name in self.features]
+            vectors = [[float(v[i]) if i is not None else 0.0 for i in index] for v in values]
+        else:
+            vectors = [self._vector(x) for x in rows]
+        if len(vectors) != len(labels):
+            raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
+        for row, label in zip(vectors, labels, strict=True):
+            self._add(row, label)
+
+    # --- prediction --------------------------------------------------------------------------
+    def _tensor(self, rows: list[list[float]]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch_dtype(self.dtype), device=self.device)
+
+    def _scores_many(self, X: Any) -> np.ndarray | None:
+        """Raw booster outputs ``(n, m)`` for ``X`` (``None`` before the first round)."""
+        if self.booster_ is None:
+            return None
+        rows = _rows(X)
+        if isinstance(rows, tuple):
+            columns, values = rows
+            position = {name: i for i, name in enumerate(columns)}
+            index = [position.get(name) for name in self.features or []]
+            vectors = [[float(v[i]) if i is not None else 0.0 for i in index] for v in values]
+        else:
+            vectors = [self._vector(x) for x in rows]
+        if not vectors:
+            return np.zeros((0, self.booster_.out_dim))
+        with threads(self.n_threads):
+            out = self.booster_.predict(self._tensor(vectors))
+        return out.to("cpu", torch.float64).numpy()
+
+    def _scores_one(self, x: dict[Hashable, Any]) -> np.ndarray | None:
+        if self.booster_ is None:
+            return None
+        with threads(self.n_threads):
+            out = self.booster_.predict(self._tensor([self._vector(x)]))
+        return out[0].to("cpu", torch.float64).numpy()
+
+
+class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
+    """A river regressor (squared loss by default); see the module docstring.
+
+    Before the first round it predicts the mean of the targets buffered so far (0 before any).
+    """
+
+    def _default_loss(self) -> str:
+        return "squared"
+
+    def _n_outputs(self) -> int:
+        return 1
+
+    def _encode(self, y: Sequence[Any]) -> torch.Tensor:
+        return torch.tensor([float(v) for v in y], dtype=torch_dtype(self.dtype))
+
+    def _before_first_round(self) -> float:
+        return float(np.mean(self._y)) if self._y else 0.0
+
+    def predict_one(self, x: dict[Hashable, Any]) -> float:
+        scores = self._scores_one(x)
+        return self._before_first_round() if scores is None else float(scores[0])
+
+    def predict_many(self, X: Any) -> Any:
+        """Predictions for every row: a pandas ``Series`` for a ``DataFrame``, else a list."""
+        scores = self._scores_many(X)
+        values = ([self._before_first_round()] * len(_as_list(X)) if scores is None
+                  else scores[:, 0].tolist())
+        return _series(values, X)
+
+
+class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
+    """A river classifier: binary (``False``/``True``) unless ``classes`` lists the labels; see
+    the module docstring. Before the first round the probabilities are those of the labels
+    buffered so far (uniform before any)."""
+
+    def __init__(self, classes: Sequence[Hashable] | None = None,
+                 booster: str | type[Booster] = "sgb", n_learners: int = 8, hidden: int = 10,
+                 activation: str = "sigmoid", learner: LearnerFactory | None = None,
+                 loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
+                 optimizer: str | type[torch.optim.Optimizer] = "adam",
+                 learning_rate: float = 1e-2, batch_size: int = 32, seed: int = 0,
+                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
+                 n_threads: int | None = None) -> None:
+        super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
+                         optimizer, learning_rate, batch_size, seed, device, dtype, n_threads)
+        self.classes = classes
+        labels = [False, True] if classes is None else list(classes)
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
+        self._labels = labels
+        self._index = {label: i for i, label in enumerate(labels)}
+
+    @classmethod
+    def _unit_test_params(cls) -> Any:
+        yield {"n_learners": 2, "batch_size": 4}
+
+    @property
+    def _multiclass(self) -> bool:
+        return len(self._labels) > 2
+
+    def _default_loss(self) -> str:
+        return "logistic" if len(self._labels) == 2 else "softmax"
+
+    def _n_outputs(self) -> int:
+        return len(self._labels)
+
+    def _encode(self, y: Sequence[Any]) -> torch.Tensor:
+        try:
+            return torch.tensor([self._index[label] for label in y], dtype=torch.int64)
+        except KeyError as error:
+            raise ValueError(f"label {error.args[0]!r} is not among the classes {self._labels} "
+                             "(list every label with classes=[...])") from None
+
+    def _before_first_round(self) -> dict[Hashable, float]:
+        counts = np.ones(len(self._labels))  # add-one: uniform before any label
+        for label in self._y:
+            counts[self._index[label]] += 1
+        return dict(zip(self._labels, (counts / counts.sum()).tolist(), strict=True))
+
+    def _proba(self, scores: np.ndarray) -> np.ndarray:
+        """``(n, k)`` probabilities from ``(n, m)`` scores (hinge: 0/1 by the sign)."""
+        s = torch.from_numpy(scores)
+        if s.shape[1] == 1:
+            loss = self.booster_.loss.name if self.booster_ is not None else "logistic"
+            p = torch.sigmoid(s[:, 0]) if loss == "logistic" else (s[:, 0] > 0).double()
+            return torch.stack([1.0 - p, p], 1).numpy()
+        return torch.softmax(s, 1).numpy()
+
+    def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[Hashable, float]:
+        scores = self._scores_one(x)
+        if scores is None:
+            return self._before_first_round()
+        proba = self._proba(scores[None])[0]
+        return dict(zip(self._labels, proba.tolist(), strict=True))
+
+    def predict_proba_many(self, X: Any) -> Any:
+        """Probabilities per row and class: a pandas ``DataFrame`` (columns: the classes) for a
+        ``DataFrame``, else a list of dicts (empty ones before the first round)."""
+        scores = self._scores_many(X)
+        if scores is None:
+            rows: list[dict[Hashable, float]] = [self._before_first_round() for _ in _as_list(X)]
+        else:
+            rows = [dict(zip(self._labels, p, strict=True)) for p in self._proba(scores).tolist()]
+        if hasattr(X, "columns"):
+            import pandas as pd
+
+            return pd.DataFrame(rows, index=X.index, columns=self._labels)
+        return rows
+
+    def predict_many(self, X: Any) -> Any:
+        """Predicted labels: a pandas ``Series`` for a ``DataFrame``, else a list."""
+        scores = self._scores_many(X)
+        if scores is None:
+            prior = self._before_first_round()
+            values: list[Any] = [max(prior, key=prior.get)] * len(_as_list(X))
+        else:
+            values = [self._labels[i] for i in self._proba(scores).argmax(1).tolist()]
+        return _series(values, X)
+
+
+def _as_list(X: Any) -> Any:
+    return X if hasattr(X, "columns") else list(X)
+
+
+def _series(values: list[Any], X: Any) -> Any:
+    if hasattr(X, "columns"):
+        import pandas as pd
+
+        return pd.Series(values, index=X.index)
+    return values
