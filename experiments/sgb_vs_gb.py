@@ -98,7 +98,13 @@ def markdown(rows: list[dict]) -> str:
             "—" if r[m] is None else f"{r[f'units_{m}']:,.0f} u, {r[f'wall_s_{m}']:.0f} s, "
             f"{r[f'passes_{m}']:.3g} p, {r[f'stop_{m}']}" for m in METHODS) + " |\n"
         for r in rows)
-    return finals + cost
+    winners = ("\nWho wins: the lowest final test metric, and the lowest at the best SGB variant's "
+               "final units and at its training seconds (a method that stopped earlier counts "
+               "with its converged metric):\n\n| data | at the end | at the best SGB's units | "
+               "at the best SGB's seconds |\n|---|---|---|---|\n")
+    winners += "".join(f"| {r['data']} | {r['winner_final']} | {r.get('winner_at_SGB_units', '—')}"
+                       f" | {r.get('winner_at_SGB_wall', '—')} |\n" for r in rows)
+    return finals + cost + winners
 
 
 def main() -> None:

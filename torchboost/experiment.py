@@ -301,7 +301,10 @@ def _value_at(curve: list[dict[str, float]], axis: str, limit: float, metric: st
 
 def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, Any]:
     """The best SGB variant, the first units at which it reaches GB's final metric, and every
-    method's metric at the smallest final units and the smallest training time of all."""
+    method's metric at the smallest final units and the smallest training time of all
+    (``at_equal_units``, ``at_equal_wall``) and at the best SGB variant's final units and
+    training time (``at_SGB_units``, ``at_SGB_wall``: a method that stopped earlier counts with
+    its final, converged, metric)."""
     variants = [m for m in SGB_VARIANTS if m in methods]
     best = min(variants, key=lambda m: methods[m]["final"][metric]) if variants else None
     reach = None
@@ -309,28 +312,41 @@ def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, A
         target = methods["GB"]["final"][metric]
         reach = next((p["units"] for p in methods[best]["curve"] if p[metric] <= target), None)
     out: dict[str, Any] = {"best_SGB": best, "units_SGB_to_GB_final": reach}
-    for key, axis, field in (("at_equal_units", "units", "units"),
-                             ("at_equal_wall", "seconds", "wall_seconds")):
-        limit = min(m[field] for m in methods.values())
-        out[key] = {"limit": limit, **{name: _value_at(m["curve"], axis, limit, metric)
-                                       for name, m in methods.items()}}
+    for key, axis, field in (("equal_units", "units", "units"),
+                             ("equal_wall", "seconds", "wall_seconds"),
+                             ("SGB_units", "units", "units"), ("SGB_wall", "seconds",
+                                                                "wall_seconds")):
+        if key.startswith("SGB") and best is None:
+            continue
+        limit = (methods[best][field] if key.startswith("SGB")
+                 else min(m[field] for m in methods.values()))
+        out[f"at_{key}"] = {"limit": limit, **{name: _value_at(m["curve"], axis, limit, metric)
+                                               for name, m in methods.items()}}
     return out
 
 
 def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
     """One row of the comparison table: ``data``, ``metric``, the final test metric of every
     method (``None`` where not run), ``units_<method>``, ``wall_s_<method>``,
-    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``best_SGB`` and
-    ``units_SGB_to_GB_final``."""
+    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``best_SGB``,
+    ``units_SGB_to_GB_final`` and the winners ``winner_final``, ``winner_at_SGB_units`` and
+    ``winner_at_SGB_wall`` (the best method at the best SGB variant's units and training time,
+    see :func:`_comparisons`)."""
     metric, methods = results["metric"], results["methods"]
+    comparisons = _comparisons(methods, metric)
     row: dict[str, Any] = {"data": name,
                            "metric": {"error": "error rate", "mse": "MSE"}.get(metric, "loss")}
     row.update({m: methods[m]["final"][metric] if m in methods else None for m in METHODS})
     for prefix, key in (("units", "units"), ("wall_s", "wall_seconds"), ("passes", "passes"),
                         ("stop", "stop_reason"), ("params", "params")):
         row.update({f"{prefix}_{m}": methods[m][key] if m in methods else None for m in METHODS})
-    row["best_SGB"] = results["best_SGB"]
-    row["units_SGB_to_GB_final"] = results["units_SGB_to_GB_final"]
+    row["best_SGB"] = comparisons["best_SGB"]
+    row["units_SGB_to_GB_final"] = comparisons["units_SGB_to_GB_final"]
+    row["winner_final"] = min(methods, key=lambda m: methods[m]["final"][metric])
+    for key in ("at_SGB_units", "at_SGB_wall"):
+        if key in comparisons:
+            scores = {m: v for m, v in comparisons[key].items() if m != "limit"}
+            row[f"winner_{key}"] = min(scores, key=scores.__getitem__)
     return row
 
 

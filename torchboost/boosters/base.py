@@ -94,7 +94,7 @@ class Booster(nn.Module, ABC):
         optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
-        stall_window: int | None = 2000,
+        stall_window: int | None = 5000,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)

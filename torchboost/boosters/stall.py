@@ -1,10 +1,11 @@
 """A warning when a streaming booster is not learning, with the likely fix.
 
-Over consecutive windows of ``window`` examples, :class:`StallMonitor` sums the progressive
-(test-then-train) loss of every anytime prediction ``y^0..y^N`` of the rounds and the loss of the
-best constant prediction known before each round (the loss's :meth:`~torchboost.losses.Loss.
-best_constant` of the running label statistics: the label mean for squared loss, the class
-frequencies for softmax). At the end of each window it checks two symptoms:
+After a warm-up of ``window`` examples (an ensemble of untrained learners starts worse than a
+constant), over consecutive windows of ``window`` examples :class:`StallMonitor` sums the
+progressive (test-then-train) loss of every anytime prediction ``y^0..y^N`` of the rounds and
+the loss of the best constant prediction known before each round (the loss's
+:meth:`~torchboost.losses.Loss.best_constant` of the running label statistics: the label mean for
+squared loss, the class frequencies for softmax). At the end of each window it checks two symptoms:
 
 * ``not_beating_constant`` — the booster's prediction ``y^N`` did no better over the window than
   the best constant: its learners learn too slowly (learning rate too small) or diverge;
@@ -12,7 +13,8 @@ frequencies for softmax). At the end of each window it checks two symptoms:
   than a relative ``tolerance``: the later learners make the prediction worse (step ``η`` or
   learning rate too large, or too many learners for the data).
 
-Each symptom raises one :class:`BoostingStallWarning` per booster with the numbers and the fix,
+A symptom seen in two consecutive windows (one bad window early in training is common and
+passes) raises one :class:`BoostingStallWarning` per booster with the numbers and the fix,
 and stays flagged in :meth:`StallMonitor.flags` (logged to TensorBoard as ``stall/<symptom>`` by
 :class:`~torchboost.lightning.StreamingCallback`). When training data-parallel the sums are
 all-reduced, so every replica judges the global batches.
@@ -45,7 +47,7 @@ class StallMonitor(nn.Module):
         loss: the booster's loss.
         n_learners: ``N``; rounds pass ``N + 1`` partial sums.
         out_dim: the prediction's dimension ``m``.
-        window: examples per window (each check uses one whole window).
+        window: examples of the warm-up and of each window (each check uses one whole window).
         tolerance: the relative margin of ``learners_hurt``.
 
     Example:
@@ -54,13 +56,15 @@ class StallMonitor(nn.Module):
         >>> monitor = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
         >>> z = torch.tensor([[1.0], [3.0]])
         >>> flat = torch.zeros(2, 2, 1)  # y^0 = y^1 = 0, while the label mean is 2
-        >>> monitor.update(flat, z)  # the first round only learns the label statistics
+        >>> monitor.update(flat, z)  # the warm-up: only the label statistics are learnt
         []
-        >>> monitor.update(flat, z)
+        >>> monitor.update(flat, z)  # a first bad window
+        []
+        >>> monitor.update(flat, z)  # and a second one
         ['not_beating_constant']
     """
 
-    def __init__(self, loss: Loss, n_learners: int, out_dim: int, window: int = 2000,
+    def __init__(self, loss: Loss, n_learners: int, out_dim: int, window: int = 5000,
                  tolerance: float = 0.01) -> None:
         super().__init__()
         if window < 1:
@@ -72,6 +76,7 @@ class StallMonitor(nn.Module):
         self.register_buffer("constant_loss", torch.zeros((), dtype=torch.float64))
         self.register_buffer("in_window", torch.zeros((), dtype=torch.float64))
         self.register_buffer("flagged", torch.zeros(len(SYMPTOMS), dtype=torch.bool))
+        self.register_buffer("last_seen", torch.zeros(len(SYMPTOMS), dtype=torch.bool))
         #: the mean losses of the last complete window: ``y^0..y^N`` and the best constant
         self.last_window: dict[str, Tensor] = {}
 
@@ -80,7 +85,7 @@ class StallMonitor(nn.Module):
         """Add a round's partial sums ``(N + 1, B, m)`` before the update and its encoded labels
         (summed over the replicas' shards with ``sync``); at the end of a window, return the
         symptoms seen for the first time (else ``[]``)."""
-        first = bool(self.seen == 0)  # the best constant needs labels seen before this round
+        first = bool(self.seen < self.window)  # the warm-up: the label statistics only
         sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0).double(),
                 torch.tensor([float(z.shape[0])], dtype=torch.float64, device=z.device)]
         if not first:
@@ -100,10 +105,14 @@ class StallMonitor(nn.Module):
             return []
         partial, constant = self.partial_loss / self.in_window, self.constant_loss / self.in_window
         self.last_window = {"anytime": partial.clone(), "constant": constant.clone()}
-        seen = [float(partial[-1]) >= float(constant),
-                float(partial[:-1].min()) < (1.0 - self.tolerance) * float(partial[-1])]
-        new = [name for i, name in enumerate(SYMPTOMS) if seen[i] and not self.flagged[i]]
-        self.flagged |= torch.tensor(seen, device=self.flagged.device)
+        final = float(partial[-1])
+        seen = torch.tensor([final >= float(constant),
+                             float(partial[:-1].min()) < (1.0 - self.tolerance) * final],
+                            device=self.flagged.device)
+        confirmed = seen & self.last_seen
+        new = [name for i, name in enumerate(SYMPTOMS) if confirmed[i] and not self.flagged[i]]
+        self.flagged |= confirmed
+        self.last_seen.copy_(seen)
         self.partial_loss.zero_(), self.constant_loss.zero_(), self.in_window.zero_()
         return new
 
