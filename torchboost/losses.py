@@ -353,21 +353,22 @@ class SoftmaxCrossEntropy(Loss):
     smoothness = 0.5
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:
-        # log_softmax shifts by the max score first: ``logsumexp(y) − y_z`` would round
-        # ``logsumexp`` to ``max y`` for huge scores (3 tied scores of 1e30 would give 0, not ln 3).
-        log_p = F.log_softmax(y, dim=-1)
+        # shifted by the max score first: ``logsumexp(y) − y_z`` would round ``logsumexp`` to
+        # ``max y`` for huge scores (3 tied scores of 1e30 would give 0, not ln 3).
+        shifted = y - y.amax(-1, keepdim=True)
+        log_p = shifted - shifted.exp().sum(-1, keepdim=True).log()
         return -torch.gather(log_p, -1, z.expand(*y.shape[:-1]).unsqueeze(-1)).squeeze(-1)
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
-        return torch.softmax(y, dim=-1) - F.one_hot(z, y.shape[-1]).to(y.dtype)
+        return _softmax(y) - F.one_hot(z, y.shape[-1]).to(y.dtype)
 
     def hessian(self, y: Tensor, z: Tensor) -> Tensor:
         """Diagonal ``p_k(1 − p_k)`` of the Hessian ``diag(p) − p pᵀ``, ``p = softmax(y)``."""
-        p = torch.softmax(y, dim=-1)
+        p = _softmax(y)
         return p * (1.0 - p)
 
     def newton(self, y: Tensor, z: Tensor, floor: float) -> tuple[Tensor, Tensor]:
-        p = torch.softmax(y, dim=-1)  # once, for both the gradient and the Hessian
+        p = _softmax(y)  # once, for both the gradient and the Hessian
         weights = (p * (1.0 - p)).clamp_min(floor)
         return (p - F.one_hot(z, y.shape[-1]).to(y.dtype)) / weights, weights
 
@@ -406,6 +407,14 @@ class SoftmaxCrossEntropy(Loss):
         if n_outputs < 2:
             raise ValueError(f"softmax cross-entropy needs n_outputs = k >= 2, got {n_outputs}")
         return n_outputs
+
+
+def _softmax(y: Tensor) -> Tensor:
+    """``softmax(y)`` over the last dimension, shifted by the max score. Written out because on
+    CPU ``torch.softmax`` over a short last dimension (10 classes) of a ``(65, 256, 10)`` batch of
+    partial sums took 1.5 ms, five times these elementwise operations."""
+    exp = (y - y.amax(-1, keepdim=True)).exp()
+    return exp / exp.sum(-1, keepdim=True)
 
 
 _LOSSES: dict[str, type[Loss]] = {
