@@ -144,12 +144,13 @@ def test_driver_learned_steps_and_outputs(tiny_run):
     assert saved["methods"]["GB"]["final"] == methods["GB"]["final"]
     assert (out / "compute.png").stat().st_size > 10_000
     assert (out / "wall.png").stat().st_size > 10_000
-    events = EventAccumulator(str(out / "tensorboard" / "tiny"), size_guidance={"scalars": 0})
-    events.Reload()
-    tags = set(events.Tags()["scalars"])
-    assert {f"{m}/test_{k}" for m in METHODS for k in ("loss", "mse")} <= tags
-    steps = [e.step for e in events.Scalars("GB/test_mse")]
-    assert steps == [int(p["units"]) for p in methods["GB"]["curve"]]
+    for method in METHODS:  # one run per method, the same tags in each
+        events = EventAccumulator(str(out / "tensorboard" / "tiny" / method),
+                                  size_guidance={"scalars": 0})
+        events.Reload()
+        assert {"test/loss", "test/mse"} <= set(events.Tags()["scalars"]), method
+        steps = [e.step for e in events.Scalars("test/mse")]
+        assert steps == [int(p["units"]) for p in methods[method]["curve"]], method
     # the same seed builds the same initial learners for the boosters
     boosters = make_boosters(config, prepare_data(config, data))
     first = [boosters[m].learners.learner_state(0) for m in ("GB", "SGB", "SGB_learned")]

@@ -58,6 +58,7 @@ from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import METHODS, ExperimentConfig, load_dataset
 from torchboost.data import Dataset, DataStream, MultiPassStream
 from torchboost.lightning.compare import build_seeded, fit_streaming
+from torchboost.lightning.scalars import tag
 from torchboost.lightning.stagewise import run_stagewise
 from torchboost.lightning.stopping import ConvergenceCallback, StoppingRule
 from torchboost.losses import get_loss
@@ -174,12 +175,11 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     ``wall.png`` (vs training seconds) and TensorBoard logs under ``out_dir``; return the results.
 
     ``K`` is ``max_units`` (else GB's most units, ``gb_max_epochs`` epochs per stage, else the
-    most units of ``max_passes`` passes) over ``eval_points``. TensorBoard:
-    ``tensorboard/<name>`` holds every method's curves in original target units, tags
-    ``<method>/test_<metric>`` (``loss``, ``mse``, ``error``) against units, and the streaming
-    boosters' ``<method>/anytime_loss`` and ``<method>/edge`` against the learner index;
-    ``tensorboard/<name>/<method>`` the Lightning runs' own tags
-    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.lightning.run_stagewise`).
+    most units of ``max_passes`` passes) over ``eval_points``. TensorBoard: one run per method,
+    ``tensorboard/<name>/<method>``, in the tag scheme of :mod:`torchboost.lightning.scalars`
+    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.lightning.run_stagewise`),
+    so methods overlay on one chart per tag; regression runs add ``test/mse`` in the original
+    target units.
 
     Returns ``{"config", "metric", "budget_units", "eval_every_units", "methods": {name: {...}},
     "skipped", "best_SGB", "units_SGB_to_GB_final", "at_equal_units", "at_equal_wall",
@@ -259,7 +259,7 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
                                "budget_units": budget, "eval_every_units": every,
                                "methods": ordered, "skipped": skipped}
     results.update(_comparisons(ordered, metric))
-    _log_tensorboard(TensorBoardLogger(**logs), results)
+    _log_tensorboard(logs, results)
     _write_outputs(out, config, results)
     return results
 
@@ -350,18 +350,18 @@ def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _log_tensorboard(logger: Any, results: dict[str, Any]) -> None:
-    writer = logger.experiment
+def _log_tensorboard(logs: dict[str, Any], results: dict[str, Any]) -> None:
+    """Each method's test curve in the original target units, into the method's own run, in the
+    tag scheme of :mod:`torchboost.lightning.scalars`: ``test/mse`` for squared loss (the
+    Lightning runs' ``test/loss`` is half the MSE of standardised targets); classifiers' error
+    rates are already there as ``test/error``."""
     for name, method in results["methods"].items():
+        if not any("mse" in point for point in method["curve"]):
+            continue
+        writer = _logger(logs, name).experiment
         for point in method["curve"]:
-            for key in _METRIC_KEYS:
-                if key in point:
-                    writer.add_scalar(f"{name}/test_{key}", point[key], int(point["units"]))
-        for k, loss in enumerate(method.get("anytime", [])):
-            writer.add_scalar(f"{name}/anytime_loss", loss, k)
-        for i, edge in enumerate(method.get("edges", [])):
-            writer.add_scalar(f"{name}/edge", edge, i + 1)
-    writer.flush()
+            writer.add_scalar(tag("test", "mse"), point["mse"], int(point["units"]))
+        writer.flush()
 
 
 def _write_outputs(out: Path, config: ExperimentConfig, results: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ def test_lightning_run_stagewise_early_stops_on_validation(regression, tmp_path)
     assert seconds[0] == pytest.approx(0, abs=0.05) and seconds == sorted(seconds)
     events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0})
     events.Reload()
-    assert [e.step for e in events.Scalars("gb/test_loss")] == [int(u) for u in units]
+    assert [e.step for e in events.Scalars("test/loss")] == [int(u) for u in units]
 
 
 @pytest.mark.parametrize(("rule", "reason", "passes"), [

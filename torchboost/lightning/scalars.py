@@ -20,6 +20,7 @@ quantity. The sections (:data:`SECTIONS`) and their x-axes:
 ``final/``          the run's final metrics, shown with its configuration in the HParams tab
 ``stall/``          1 once the booster's stall monitor saw a symptom (``not_beating_constant``,
                     ``learners_hurt``); step = compute units
+``stagewise/``      stagewise GB's ``stage`` (the learner in training); step = compute units
 ==================  ==========================================================================
 
 Loggers other than TensorBoard (CSV, …) get per-learner quantities as flat scalars
@@ -39,7 +40,8 @@ from matplotlib.figure import Figure
 __all__ = ["SECTIONS", "log_figure", "log_hparams", "log_learner_values", "log_scalars", "tag"]
 
 #: The sections of the tag scheme (see the module docstring).
-SECTIONS = ("test", "progressive", "learners", "learner_profile", "anytime", "final", "stall")
+SECTIONS = ("test", "progressive", "learners", "learner_profile", "anytime", "final", "stall",
+            "stagewise")
 
 Loggers = Logger | Iterable[Logger] | None
 

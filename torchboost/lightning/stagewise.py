@@ -10,7 +10,7 @@ from torch import Tensor
 
 from torchboost.boosters import StagewiseGB
 from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
-from torchboost.lightning.scalars import log_scalars
+from torchboost.lightning.scalars import log_scalars, tag
 from torchboost.lightning.stopping import TrainingClock
 
 __all__ = ["run_stagewise"]
@@ -22,7 +22,7 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
                   eval_every_units: float, loggers: Logger | Iterable[Logger] | None = None,
                   transform: Transform | None = None, eval_batch_size: int = 4096,
                   eval_growth: float | None = None, max_epochs: int = 20, patience: int = 2,
-                  tol: float = 1e-3, progress: bool = False, prefix: str = "gb",
+                  tol: float = 1e-3, progress: bool = False,
                   validation: tuple[Tensor, Tensor] | None = None,
                   val_metric: str = "loss") -> dict[str, Any]:
     """Train ``gb`` stage by stage with :meth:`StagewiseGB.fit` and evaluate it every
@@ -42,8 +42,9 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
             evaluation.
         eval_every_units: the evaluation spacing ``K``; ``eval_growth`` adds geometrically
             spaced early points (see :class:`~torchboost.lightning.HeldOutEvaluator`).
-        loggers: where ``{prefix}/test_loss``, ``{prefix}/test_error`` (classifiers) and
-            ``{prefix}/stage`` are logged with the compute units as step.
+        loggers: where ``test/loss``, ``test/error`` (classifiers) and ``stagewise/stage`` are
+            logged with the compute units as step (the tag scheme of
+            :mod:`torchboost.lightning.scalars`: give GB a run, i.e. a logger, of its own).
         max_epochs, patience, tol: the per-stage stopping rule of :meth:`StagewiseGB.fit`.
         validation: ``(val_x, val_y)``, a validation split of the training data (``transform``
             applies): each stage is then trained to convergence by early stopping on its
@@ -79,9 +80,9 @@ def run_stagewise(gb: StagewiseGB, batches: Batches, test_x: Tensor, test_y: Ten
         history.append({"units": units, "samples": model.samples_seen,
                         "test_loss": scores["loss"], "test_error": scores.get("error"),
                         "stage": stage, "seconds": seconds})
-        log_scalars(loggers, {f"{prefix}/test_loss": scores["loss"],
-                              f"{prefix}/test_error": scores.get("error"),
-                              f"{prefix}/stage": stage}, step=units)
+        log_scalars(loggers, {tag("test", "loss"): scores["loss"],
+                              tag("test", "error"): scores.get("error"),
+                              tag("stagewise", "stage"): stage}, step=units)
 
     def on_batch_end(model: StagewiseGB) -> None:
         if evaluator.due(model.compute_units):
