@@ -11,7 +11,7 @@ from torchboost.configs import METHODS, ExperimentConfig, LearnerConfig
 from torchboost.data import Dataset, synthetic_regression
 from torchboost.experiment import make_boosters, parameter_count, prepare_data, run_comparison
 from torchboost.experiment import table_row as driver_row
-from torchboost.lightning import StoppingRule
+from torchboost.lightning import StoppingRule, TrainingClock
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
@@ -159,3 +159,12 @@ def test_driver_learned_steps_and_outputs(tiny_run):
             assert value.equal(first[0][key])
     assert parameter_count(boosters["wide"]) == 85
     assert boosters["wide"].units_per_example == 9
+
+
+def test_training_clock_resumes_from_the_saved_seconds():
+    clock = TrainingClock()
+    clock.start(12.5)  # a resumed run: 12.5 s were trained before the checkpoint
+    assert 12.5 <= clock.seconds < 13.5
+    with clock.paused():
+        pass
+    assert clock.seconds >= 12.5

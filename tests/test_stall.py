@@ -84,3 +84,21 @@ def test_stall_window_none_switches_the_monitor_off():
     assert booster.stall is None and stream(booster, y=Y + 3.0) == []
     with pytest.raises(ValueError, match="stall window"):
         SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=0)
+
+
+def test_a_state_saved_before_the_monitor_loads_and_the_window_is_configuration():
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500)
+    stream(booster, x=X[:2000], y=Y[:2000])
+    assert booster.stall.seen == 2000 and booster.stall.in_window > 0
+    state = booster.state_dict()
+    copy = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500)
+    copy.load_state_dict(state)  # the counters travel too
+    assert (copy.stall.seen, copy.stall.in_window) == (2000, booster.stall.in_window)
+    old = {k: v for k, v in state.items() if not k.startswith("stall.")}
+    old["_extra_state"] = {k: v for k, v in old["_extra_state"].items() if k != "config"}
+    fresh = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500)
+    fresh.load_state_dict(old)  # an older checkpoint: the monitor starts afresh
+    assert fresh.stall.seen == 0 and torch.equal(fresh.predict(X[:8]), booster.predict(X[:8]))
+    with pytest.raises(ValueError, match="stall_window"):
+        SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=None).load_state_dict(state)

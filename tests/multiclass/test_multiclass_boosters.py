@@ -165,6 +165,25 @@ def test_sampling_variant_is_seeded(kind: str) -> None:
     assert torch.equal(runs[0], runs[1])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_rule_survives_train_and_eval_modes(kind: str) -> None:
+    # the rule once lived in nn.Module's own ``training`` flag, which .eval() overwrote
+    x, y = stream(40)
+    booster = make(kind, training="sampling")
+    booster.eval()
+    booster.train()
+    assert booster.training_rule == "sampling" and booster.training is True
+    for i in range(0, 40, 4):
+        booster.learn(x[i:i + 4], y[i:i + 4])
+    booster.learn(x[:1], y[:1])
+    weights = booster.diagnostics()["weight"]  # sampling: each learner trained or not
+    assert ((weights == 0) | (weights == 1)).all()
+    fresh = make(kind, training="sampling")
+    fresh.eval()
+    fresh.load_state_dict(booster.state_dict())  # the configurations still agree
+    assert torch.equal(fresh.predict(x), booster.predict(x))
+
+
 @pytest.mark.parametrize("kind", ["olm", "oza"])
 def test_sequential_state_updates_match_single_example_rounds(kind: str) -> None:
     """With frozen learners, a batch processed in "sequential" mode equals its examples fed one

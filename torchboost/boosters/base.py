@@ -244,14 +244,19 @@ class Booster(nn.Module, ABC):
             self._restore_round_snapshot(saved)
             raise
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
-        if self.stall is not None and plan.partials.shape[0] == self.n_learners + 1:
-            self.stall.warn(self.stall.update(plan.partials, z, self.sync), self._stall_hint())
+        if self.stall is not None:
+            symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
+            self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction
 
     def _stall_hint(self) -> str:
-        """The settings a stall warning suggests changing: learning rate and step."""
+        """The settings a stall warning suggests changing: learning rate and step(s)."""
         group = self.learners.optimizers[0].param_groups[0]
         hint = f"now lr={group['lr']:g}" if "lr" in group else "now the optimizer's default"
+        rule = getattr(self, "step_rule", None)
+        if rule is not None:
+            low, high = (float(v) for v in rule.steps().aminmax())
+            return hint + f", learned steps η in [{low:.3g}, {high:.3g}]"
         step = getattr(self, "step", None)
         return hint + (f", step η={step:g}" if isinstance(step, float) else "")
 
@@ -495,6 +500,7 @@ class Booster(nn.Module, ABC):
             "optimizer": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
             "optimizer_defaults": {k: _plain(v) for k, v in defaults.items()
                                    if k not in _RUNTIME_OPTIMIZER_FLAGS},
+            "stall_window": None if self.stall is None else self.stall.window,
         }
         for cls in reversed(type(self).__mro__):
             for key in vars(cls).get("config_keys", ()):
@@ -516,6 +522,11 @@ class Booster(nn.Module, ABC):
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "
                                  "Differences: " + "; ".join(differences))
+        stall = prefix + "stall."
+        if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
+            # saved before the monitor existed: it starts afresh (its sums are not the model's)
+            state_dict.update({stall + key: value
+                               for key, value in self.stall.state_dict().items()})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> dict[str, Any]:

@@ -71,36 +71,38 @@ class StallMonitor(nn.Module):
             raise ValueError(f"the stall window must be >= 1 example, got {window}")
         self.loss, self.window, self.tolerance = loss, int(window), float(tolerance)
         self.register_buffer("statistic_sum", torch.zeros(out_dim, dtype=torch.float64))
-        self.register_buffer("seen", torch.zeros((), dtype=torch.float64))
         self.register_buffer("partial_loss", torch.zeros(n_learners + 1, dtype=torch.float64))
         self.register_buffer("constant_loss", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("in_window", torch.zeros((), dtype=torch.float64))
+        #: examples seen, and in the current window (Python ints: no device sync per round)
+        self.seen, self.in_window = 0, 0
         self.register_buffer("flagged", torch.zeros(len(SYMPTOMS), dtype=torch.bool))
         self.register_buffer("last_seen", torch.zeros(len(SYMPTOMS), dtype=torch.bool))
         #: the mean losses of the last complete window: ``y^0..y^N`` and the best constant
         self.last_window: dict[str, Tensor] = {}
 
     @torch.no_grad()
-    def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None) -> list[str]:
+    def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None,
+               batch: int | None = None) -> list[str]:
         """Add a round's partial sums ``(N + 1, B, m)`` before the update and its encoded labels
-        (summed over the replicas' shards with ``sync``); at the end of a window, return the
-        symptoms seen for the first time (else ``[]``)."""
-        first = bool(self.seen < self.window)  # the warm-up: the label statistics only
-        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0).double(),
-                torch.tensor([float(z.shape[0])], dtype=torch.float64, device=z.device)]
+        (summed over the replicas' shards with ``sync``; ``batch`` is then the global batch
+        size); at the end of a window, return the symptoms seen for the first time (else
+        ``[]``)."""
+        first = self.seen < self.window  # the warm-up: the label statistics only
+        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0).double()]
         if not first:
             mean = (self.statistic_sum / self.seen).to(partials.dtype)
             constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
             sums += [self.loss.value(partials, z).sum(-1).double(),
-                     self.loss.value(constant, z).sum().double().reshape(1)]
+                     self.loss.value(constant, z).sum().double()]
         if sync is not None:
             sync.sum_(sums)
+        batch = z.shape[0] if batch is None else batch
         self.statistic_sum += sums[0]
-        self.seen += sums[1][0]
+        self.seen += batch
         if not first:
-            self.partial_loss += sums[2]
-            self.constant_loss += sums[3][0]
-            self.in_window += sums[1][0]
+            self.partial_loss += sums[1]
+            self.constant_loss += sums[2]
+            self.in_window += batch
         if self.in_window < self.window:
             return []
         partial, constant = self.partial_loss / self.in_window, self.constant_loss / self.in_window
@@ -113,8 +115,15 @@ class StallMonitor(nn.Module):
         new = [name for i, name in enumerate(SYMPTOMS) if confirmed[i] and not self.flagged[i]]
         self.flagged |= confirmed
         self.last_seen.copy_(seen)
-        self.partial_loss.zero_(), self.constant_loss.zero_(), self.in_window.zero_()
+        self.partial_loss.zero_(), self.constant_loss.zero_()
+        self.in_window = 0
         return new
+
+    def get_extra_state(self) -> dict[str, int]:
+        return {"seen": self.seen, "in_window": self.in_window}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        self.seen, self.in_window = int(state["seen"]), int(state["in_window"])
 
     def flags(self) -> dict[str, float]:
         """``{symptom: 1.0 or 0.0}``: whether each symptom has been seen."""

@@ -102,8 +102,9 @@ class TrainingClock:
         self._started: float | None = None
         self._paused = 0.0
 
-    def start(self) -> None:
-        self._started, self._paused = time.perf_counter(), 0.0
+    def start(self, seconds: float = 0.0) -> None:
+        """Start counting from ``seconds`` already trained (a resumed run)."""
+        self._started, self._paused = time.perf_counter() - seconds, 0.0
 
     @property
     def seconds(self) -> float:
@@ -148,6 +149,7 @@ class ConvergenceCallback(StreamingCallback):
                                            batch_size=eval_batch_size, transform=transform)
         self.rule, self.pass_batches, self.val_metric = rule, pass_batches, val_metric
         self.clock = TrainingClock()
+        self._resumed_seconds = 0.0
         self.val_curve: list[tuple[float, float]] = []
         self.stop_reason: str | None = None
         self.batches = 0
@@ -158,7 +160,7 @@ class ConvergenceCallback(StreamingCallback):
         return self.batches // self.pass_batches
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.clock.start()
+        self.clock.start(self._resumed_seconds)
         super().on_train_start(trainer, pl_module)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
@@ -191,10 +193,12 @@ class ConvergenceCallback(StreamingCallback):
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "val_curve": list(self.val_curve),
-                "stop_reason": self.stop_reason, "batches": self.batches}
+                "stop_reason": self.stop_reason, "batches": self.batches,
+                "seconds": self.clock.seconds}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self.val_curve = [tuple(point) for point in state_dict["val_curve"]]
         self.stop_reason = state_dict["stop_reason"]
         self.batches = int(state_dict["batches"])
+        self._resumed_seconds = float(state_dict.get("seconds", 0.0))

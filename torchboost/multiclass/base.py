@@ -80,7 +80,7 @@ class MulticlassBooster(Booster):
     #: no stall monitor (:mod:`torchboost.boosters.stall`): a round does not compute every
     #: learner's anytime prediction on the loss's scale
     monitors_stall = False
-    config_keys = ("n_classes", "prediction", "training", "state_updates")
+    config_keys = ("n_classes", "prediction", "training_rule", "state_updates")
 
     def __init__(
         self,
@@ -108,7 +108,8 @@ class MulticlassBooster(Booster):
                          mode=mode)
         self.n_classes = n_classes
         self.prediction: PredictionRule = prediction
-        self.training: TrainingRule = training
+        #: the ``training`` rule (not ``self.training``: that is ``nn.Module``'s train/eval flag)
+        self.training_rule: TrainingRule = training
         self.state_updates: StateUpdates = state_updates
         self.generator = torch.Generator().manual_seed(seed)
         self.register_buffer("learner_hits", torch.zeros(self.n_learners, dtype=torch.float64))
@@ -158,7 +159,7 @@ class MulticlassBooster(Booster):
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """Soft targets ``w e_y`` ``(N, B, k)`` of the learners' weighted cross-entropy."""
         return importance_targets(self.importance_weights(h, partials, z), z, self.n_classes,
-                                  self.training, self.generator)
+                                  self.training_rule, self.generator)
 
     def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
         return cross_entropy_gradient(h, targets)
