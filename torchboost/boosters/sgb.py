@@ -117,14 +117,16 @@ class SGB(Booster):
 
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there)."""
-        return self.learner_objective(h, partials, z)[0]
+        if self.targets == "newton":
+            return self.loss.newton(partials[:-1], z, self.hessian_floor)[0]
+        return self.loss.gradient(partials[:-1], z)
 
     def learner_objective(self, h: Tensor, partials: Tensor,
                           z: Tensor) -> tuple[Tensor, Tensor | None]:
         """Gradient targets, unweighted, or Newton targets with their Hessian weights."""
         if self.targets == "newton":
             return self.loss.newton(partials[:-1], z, self.hessian_floor)
-        return self.loss.gradient(partials[:-1], z), None
+        return self.learner_targets(h, partials, z), None
 
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
