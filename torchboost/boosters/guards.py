@@ -190,13 +190,19 @@ def _copy_state(opt: torch.optim.Optimizer) -> dict[Tensor, dict[str, Any]]:
 
 def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]], before: Tensor,
                             stacked: bool) -> int | None:
-    """Check 4: the first learner whose step exceeds :data:`MAX_RELATIVE_UPDATE` (in one fused
-    pass when none does), ``None`` if there is none."""
+    """Check 4: the first learner whose step exceeds :data:`MAX_RELATIVE_UPDATE` times its norm
+    (or 1), ``None`` if there is none. Usually one fused pass: when the norm of the whole update
+    is at most the cap, no learner's can exceed its own bound; only otherwise are the learners'
+    norms computed one by one."""
     if not params:
         return None
     with torch.no_grad():
-        after = torch.cat([p.reshape(-1) for p in params])
         sizes = [p.numel() for p in params]
+        befores = [b.view_as(p) for p, b in zip(params, before.split(sizes), strict=True)]
+        norms = torch._foreach_norm(torch._foreach_sub(params, befores))
+        if bool(torch.linalg.vector_norm(torch.stack(norms)) <= MAX_RELATIVE_UPDATE):
+            return None  # the whole update is within every learner's bound (each is >= the cap)
+        after = torch.cat([p.reshape(-1) for p in params])
         if stacked:  # learner i is row i of every stacked tensor
             rows = params[0].shape[0]
             old = torch.stack([t.view(rows, -1).square().sum(1) for t in before.split(sizes)])
