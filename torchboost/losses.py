@@ -412,7 +412,7 @@ class SoftmaxCrossEntropy(Loss):
 def _softmax(y: Tensor) -> Tensor:
     """``softmax(y)`` over the last dimension, shifted by the max score. Written out because on
     CPU ``torch.softmax`` over a short last dimension (10 classes) of a ``(65, 256, 10)`` batch of
-    partial sums took 1.5 ms, five times these elementwise operations."""
+    partial sums took 1.46 ms, these elementwise operations 0.3–1.0 ms."""
     exp = (y - y.amax(-1, keepdim=True)).exp()
     return exp / exp.sum(-1, keepdim=True)
 
