@@ -62,17 +62,24 @@ SECOND_ORDER = {"gradient": {"step": 0.5}, "newton": {"targets": "newton"},
                 "learned": {"targets": "newton", "step": "learned"}}
 
 
-def second_order_overheads(n: int, device: str, min_seconds: float,
-                           repeats: int = 5) -> dict[str, float]:
-    """Median over ``repeats`` alternating windows of each variant's seconds per round, as the
-    relative extra cost over gradient targets."""
-    steps = {name: booster_step(n, "stacked", device, 10, **options)
-             for name, options in SECOND_ORDER.items()}
+def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: float,
+                repeats: int) -> dict[str, float]:
+    """Median seconds per call of each step over ``repeats`` alternating windows (``min_seconds``
+    in all per step), so that load from other processes hits every step alike."""
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
             times[name].append(_time(step, device, min_seconds / repeats))
-    median = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+    return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+
+
+def second_order_overheads(n: int, device: str, min_seconds: float,
+                           repeats: int = 5) -> dict[str, float]:
+    """Each second-order variant's seconds per round as the relative extra cost over gradient
+    targets (medians of alternating windows)."""
+    steps = {name: booster_step(n, "stacked", device, 10, **options)
+             for name, options in SECOND_ORDER.items()}
+    median = interleaved(steps, device, min_seconds, repeats)
     return {f"{name}_overhead": median[name] / median["gradient"] - 1.0
             for name in ("newton", "learned")}
 
@@ -92,17 +99,18 @@ def monolithic_step(n: int, device: str) -> Callable[[], None]:
     return step
 
 
-def measure(ns: list[int], device: str, min_seconds: float) -> list[dict]:
+def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> list[dict]:
     rows = []
     for n in ns:
         row: dict = {"device": device, "n_learners": n}
-        for name, make in (("stacked", lambda n=n: booster_step(n, "stacked", device)),
-                           ("loop", lambda n=n: booster_step(n, "loop", device)),
-                           ("monolithic", lambda n=n: monolithic_step(n, device))):
-            row[name] = BATCH / _time(make(), device, min_seconds)
+        steps = {"stacked": booster_step(n, "stacked", device),
+                 "loop": booster_step(n, "loop", device),
+                 "monolithic": monolithic_step(n, device)}
+        seconds = interleaved(steps, device, min_seconds * len(steps), repeats)
+        row.update({name: BATCH / s for name, s in seconds.items()})
         row["stacked_over_loop"] = row["stacked"] / row["loop"]
         row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
-        row.update(second_order_overheads(n, device, min_seconds))
+        row.update(second_order_overheads(n, device, min_seconds, repeats))
         rows.append(row)
         print(f"{device:5s} N={n:4d}  stacked {row['stacked']:10.0f}/s"
               f"  loop {row['loop']:10.0f}/s  monolithic {row['monolithic']:10.0f}/s"
@@ -115,14 +123,17 @@ def measure(ns: list[int], device: str, min_seconds: float) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64, 256])
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
-    parser.add_argument("--seconds", type=float, default=2.0, help="timing window per cell")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="timing seconds per cell (split into --repeats windows)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="alternating timing windows per cell; medians are reported")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args()
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
-    rows = [r for d in devices for r in measure(args.n, d, args.seconds)]
+    rows = [r for d in devices for r in measure(args.n, d, args.seconds, args.repeats)]
     meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
