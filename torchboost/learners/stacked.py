@@ -11,7 +11,8 @@ mathematically the same as N separate optimizers with the same hyper-parameters.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -64,7 +65,8 @@ def _key(name: str) -> str:
 class StackedEngine(nn.Module):
     """Holds N homogeneous learners as stacked parameters; same interface as ``LoopEngine``."""
 
-    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> None:
+    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec,
+                 compile: bool = False) -> None:
         super().__init__()
         problem = stacking_problem(modules, optimizer)
         if problem is not None:
@@ -90,6 +92,13 @@ class StackedEngine(nn.Module):
         for n in self._buffer_names:
             self.register_buffer("buffer__" + _key(n), buffers[n].clone())
         self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True)]
+        #: whether the stacked forward (and with it its backward) runs through ``torch.compile``
+        self.compile_forward = compile
+        self._compiled: Callable[..., Tensor] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a compiled function does not pickle: the copy compiles again on its first forward
+        return {**super().__getstate__(), "_compiled": None}
 
     def __len__(self) -> int:
         return self._n
@@ -117,9 +126,19 @@ class StackedEngine(nn.Module):
 
         Plain ``nn.Sequential`` MLPs take the direct GEMM path of
         :mod:`~torchboost.learners.stacked_sequential` unless ``fast=False``; everything else,
-        and that path's reference, is ``vmap(functional_call(template, ...))``.
+        and that path's reference, is ``vmap(functional_call(template, ...))``. With
+        ``compile=True`` either runs through ``torch.compile`` (compiled on the first call for
+        each number of learners and train/eval mode).
         """
         params, buffers = self._stacked(n_learners)
+        if not self.compile_forward:
+            return self._run(params, buffers, x, fast)
+        if self._compiled is None:
+            self._compiled = torch.compile(self._run, dynamic=False)
+        return self._compiled(params, buffers, x, fast)
+
+    def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
+             fast: bool) -> Tensor:
         if self._plan is not None and fast:
             return stacked_sequential(self._plan, params, x)
         batched = vmap(self._call_one, in_dims=(0, 0, None), randomness="different")
