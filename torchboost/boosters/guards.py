@@ -55,7 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchboost.boosters.step_bound import MomentInvariant, adam_update_bound
+from torchboost.boosters.step_bound import MomentInvariant, UpdateBound, adam_update_bound
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
@@ -140,10 +140,10 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
             if learner is not None:  # None: a stack's norm was large, no learner's is
                 raise DivergenceError(first + learner, "its gradient is NaN, inf or too large "
                                                        "to square (nothing was stepped)")
-        vouched[:] = [opt for opt in optimizers
-                      if adam_update_bound(opt) is not None and _MOMENTS.holds(opt)]
-        proven[:] = [len(vouched) == len(optimizers) and _proven_safe(optimizers, groups,
-                                                                      stacked)]
+        bounds = [adam_update_bound(opt) for opt in optimizers]
+        vouched[:] = [opt for opt, bound in zip(optimizers, bounds, strict=True)
+                      if bound is not None and _MOMENTS.holds(opt)]
+        proven[:] = [len(vouched) == len(optimizers) and _proven_safe(bounds, groups, stacked)]
         if proven[0]:
             return
         with torch.no_grad():
@@ -189,29 +189,29 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
 _MOMENTS = MomentInvariant()
 
 
-def _proven_safe(optimizers: list[torch.optim.Optimizer], groups: list[list[Tensor]],
-                 stacked: bool) -> bool:
+def _proven_safe(bounds: list[UpdateBound], groups: list[list[Tensor]], stacked: bool) -> bool:
     """Whether checks 3 and 4 cannot fail for this step of Adam optimizers whose moments satisfy
     the invariant of :mod:`~torchboost.boosters.step_bound`, known before it is taken: the
-    update of each is bounded (:func:`~torchboost.boosters.step_bound.adam_update_bound`),
-    the parameters are in a
-    dtype whose largest finite value is at least 1e30 (float32, float64, bfloat16: an update of
-    at most ``MAX_RELATIVE_UPDATE / 2`` cannot round a finite entry to inf), and every learner's
-    update norm, at most ``bound · sqrt(its entries)`` plus the decay's ``λ·lr·‖θ‖ ≤ ‖θ‖``, is
-    within ``MAX_RELATIVE_UPDATE`` times its norm (or 1). The gradients were checked finite and
+    update of each is bounded (``bounds``, :func:`~torchboost.boosters.step_bound.
+    adam_update_bound`), the parameters are in a dtype whose largest finite value is at least
+    1e30 (float32, float64, bfloat16: an update of at most ``MAX_RELATIVE_UPDATE / 2`` cannot
+    round a finite entry to inf), and every learner's update norm, at most
+    ``bound · sqrt(its entries)`` plus the decay's ``λ·lr·‖θ‖ ≤ ‖θ‖``, is within
+    ``MAX_RELATIVE_UPDATE`` times its norm (or 1). The gradients were checked finite and
     square-able, so Adam's moments stay finite."""
-    if any(torch.finfo(p.dtype).max < 1e30 for group in groups for p in group):
+    if any(_largest(p.dtype) < 1e30 for group in groups for p in group):
         return False
     if stacked:  # learner i is row i of every stacked tensor
-        entries = sum(p[0].numel() for p in groups[0]) if groups[0] else 0
+        entries = sum(p.numel() // p.shape[0] for p in groups[0])
     else:
         entries = max(sum(p.numel() for p in group) for group in groups)
-    for opt in optimizers:
-        bound = adam_update_bound(opt)
-        if (bound is None or bound.relative > 1
-                or bound.absolute * math.sqrt(entries) > MAX_RELATIVE_UPDATE / 2):
-            return False
-    return True
+    limit = MAX_RELATIVE_UPDATE / 2 / math.sqrt(max(entries, 1))
+    return all(bound.relative <= 1 and bound.absolute <= limit for bound in bounds)
+
+
+@lru_cache
+def _largest(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).max
 
 
 #: Check 4: a step may change a learner's parameters by at most this many times their norm
