@@ -27,7 +27,7 @@ when it raises.
 
 Proof instead of copies. For torch's Adam and AdamW (the default optimizer) the size of every
 entry's update is bounded before the step, whatever the gradients
-(:mod:`~torchboost.boosters.step_bound`: ``|Δθ| ≤ 14.6 · lr`` with the default betas). When
+(:mod:`~torchboost.boosters.step_bound`: ``|Δθ| ≤ 14.5 · lr`` with the default betas). When
 that bound times the square root of a learner's entry count is within the cap of check 4, checks
 3 and 4 cannot fail, so they are skipped together with the copies they would restore from:
 a round then costs check 1, check 2's fused gradient norm and nothing per parameter beyond it.
