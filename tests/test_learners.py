@@ -201,6 +201,23 @@ def test_sequential_fast_path_equals_vmap(factory):
     assert torch.allclose(engine(x, 2), reference[:2], atol=1e-6)  # anytime slices
 
 
+def test_one_output_mlps_store_their_first_layer_hidden_major():
+    torch.manual_seed(0)
+    learners = WeakLearners(lambda: TwoLayerNet(6, 5), 4, mode="stacked")
+    weight = learners.engine.stacked_params["1__weight"]
+    assert weight.shape == (4, 5, 6) and weight.transpose(0, 1).is_contiguous()
+    x = torch.randn(9, 6)
+    other = WeakLearners(lambda: TwoLayerNet(6, 5), 4, mode="stacked")
+    other.load_state_dict(learners.state_dict())
+    assert torch.equal(other(x), learners(x))
+    assert torch.allclose(learners.learner(2)(x), learners(x)[2], atol=1e-6)  # a standalone copy
+    learners.double()  # moving keeps the layout (and the fast path)
+    assert learners.engine.stacked_params["1__weight"].transpose(0, 1).is_contiguous()
+    assert torch.allclose(learners(x.double()).float(), other(x), atol=1e-6)
+    wide = WeakLearners(lambda: TwoLayerNet(6, 5, out_features=3), 4, mode="stacked")
+    assert wide.engine.stacked_params["1__weight"].is_contiguous()  # 3 outputs: baddbmm
+
+
 def test_fast_path_not_used_when_randomness_would_be_shared():
     from torchboost.learners.stacked_sequential import sequential_plan
     assert sequential_plan(nn.Sequential(nn.Dropout(0.1), nn.Linear(3, 1))) is None

@@ -80,7 +80,8 @@ class Booster(nn.Module, ABC):
         n_outputs: outputs of the problem (classes for ``"softmax"``); learners must return
             ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
-        optimizer, optimizer_kwargs, mode: passed to :class:`WeakLearners` for a factory/list.
+        optimizer, optimizer_kwargs, mode, compile: passed to :class:`WeakLearners` for a
+            factory/list.
     """
 
     def __init__(
@@ -95,6 +96,7 @@ class Booster(nn.Module, ABC):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         stall_window: int | None = 5000,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)
@@ -104,7 +106,8 @@ class Booster(nn.Module, ABC):
                 raise ValueError(f"n_learners={n_learners} but the container has {len(learners)}")
             self.learners = learners
         else:
-            self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode)
+            self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode,
+                                         compile)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(

@@ -25,17 +25,23 @@ OGB, ConvexHullOGB, SingleLearner, StagewiseGB's stages and the multiclass boost
 round restores the booster's own buffers (σ, α, Hedge, running sums, ...) and random generator
 when it raises.
 
-Cost. Each check is one fused pass and one host sync (a fused max-norm of the gradients; the
-NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan that names the culprit
-runs only after a failure. The pre-step copy is one flat ``torch.cat`` of the parameters.
-Measured before check 4 and the optimizer-state copy were added, with the SLICE-shaped step of
-``benchmarks/throughput.py`` (one thread, guards on/off interleaved): about 0.5–3.5 % of a
-round at N=64 stacked, 4–6 % at N=64 in loop mode, and a fixed ~60 µs (6–10 %) for N ≤ 8,
-where a whole round takes well under a millisecond.
+Proof instead of copies. For torch's Adam and AdamW (the default optimizer) the size of every
+entry's update is bounded before the step, whatever the gradients
+(:mod:`~torchboost.boosters.step_bound`: ``|Δθ| ≤ 14.5 · lr`` with the default betas). When
+that bound times the square root of a learner's entry count is within the cap of check 4, checks
+3 and 4 cannot fail, so they are skipped together with the copies they would restore from:
+a round then costs check 1, check 2's fused gradient norm and nothing per parameter beyond it.
+Any other optimizer, or an Adam whose ``lr`` is too large for the proof (e.g. ``lr=1e30``),
+takes the checked path below.
 
-Why a copy: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's ``lr·λ·w``
-overflow for a large ``lr`` although every gradient is finite. The optimizer state is copied
-with one multi-tensor call (``torch._foreach_mul`` by 1).
+Cost of the checked path. Each check is one fused pass and one host sync (a fused max-norm of
+the gradients; the NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan
+that names the culprit runs only after a failure. The pre-step copy is one flat ``torch.cat``
+of the parameters and one multi-tensor copy of the optimizer state.
+
+Why a copy there: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's
+``lr·λ·w`` overflow for a large ``lr`` although every gradient is finite. The optimizer state is
+copied with one multi-tensor call (``torch._foreach_mul`` by 1).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchboost.boosters.step_bound import MomentInvariant, UpdateBound, adam_update_bound
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
@@ -113,7 +120,8 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
     learner ``index`` alone (``mode='loop'``).
 
     The checks run as step hooks: before the first stepped optimizer steps (all gradients are
-    ready) and after the last one has stepped; they are removed on exit.
+    ready) and after the last one has stepped; they are removed on exit. When the step is
+    proven safe beforehand (:func:`_proven_safe`), checks 3–4 and their copies are skipped.
     """
     stacked = learners.mode == "stacked"
     optimizers = learners.optimizers if index is None else [learners.optimizers[index]]
@@ -122,6 +130,8 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
     params = [p for group in groups for p in group]
     backup: list[Tensor] = []  # one flat copy of the parameters, taken just before the step
     saved_states: list[dict[Tensor, dict[str, Any]]] = []  # the optimizers' states, ditto
+    proven: list[bool] = []  # whether the step was proven safe before it was taken
+    vouched: list[torch.optim.Optimizer] = []  # Adams whose moments satisfy the invariant
 
     def before_step(*_: Any) -> None:
         grads = [[p.grad for p in group if p.grad is not None] for group in groups]
@@ -130,6 +140,12 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
             if learner is not None:  # None: a stack's norm was large, no learner's is
                 raise DivergenceError(first + learner, "its gradient is NaN, inf or too large "
                                                        "to square (nothing was stepped)")
+        bounds = [adam_update_bound(opt) for opt in optimizers]
+        vouched[:] = [opt for opt, bound in zip(optimizers, bounds, strict=True)
+                      if bound is not None and _MOMENTS.holds(opt)]
+        proven[:] = [len(vouched) == len(optimizers) and _proven_safe(bounds, groups, stacked)]
+        if proven[0]:
+            return
         with torch.no_grad():
             backup[:] = [torch.cat([p.reshape(-1) for p in params])]
         saved_states[:] = [_copy_state(opt) for opt in optimizers]
@@ -144,17 +160,21 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
             opt.state.update(state)
 
     def after_step(*_: Any) -> None:
-        if not _all_finite(params):
-            learner = first + _first_bad_learner(groups, stacked)
-            restore()
-            raise DivergenceError(learner, "the optimizer step made its parameters NaN or inf "
-                                           "(parameters and optimizer state restored)")
-        learner = _first_oversized_update(params, groups, backup[0], stacked)
-        if learner is not None:
-            restore()
-            raise DivergenceError(first + learner, "the optimizer step changed its parameters by "
-                                  f"more than {MAX_RELATIVE_UPDATE:g} times their norm (or 1) "
-                                  "(parameters and optimizer state restored)")
+        if not proven[0]:
+            if not _all_finite(params):
+                learner = first + _first_bad_learner(groups, stacked)
+                restore()
+                raise DivergenceError(learner, "the optimizer step made its parameters NaN or "
+                                               "inf (parameters and optimizer state restored)")
+            learner = _first_oversized_update(params, groups, backup[0], stacked)
+            if learner is not None:
+                restore()
+                raise DivergenceError(first + learner, "the optimizer step changed its "
+                                      f"parameters by more than {MAX_RELATIVE_UPDATE:g} times "
+                                      "their norm (or 1) (parameters and optimizer state "
+                                      "restored)")
+        for opt in vouched:
+            _MOMENTS.stepped(opt)
 
     handles = [optimizers[0].register_step_pre_hook(before_step),
                optimizers[-1].register_step_post_hook(after_step)]
@@ -163,6 +183,35 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
     finally:
         for handle in handles:
             handle.remove()
+
+
+#: which Adam optimizers' moments satisfy the invariant of :mod:`~torchboost.boosters.step_bound`
+_MOMENTS = MomentInvariant()
+
+
+def _proven_safe(bounds: list[UpdateBound], groups: list[list[Tensor]], stacked: bool) -> bool:
+    """Whether checks 3 and 4 cannot fail for this step of Adam optimizers whose moments satisfy
+    the invariant of :mod:`~torchboost.boosters.step_bound`, known before it is taken: the
+    update of each is bounded (``bounds``, :func:`~torchboost.boosters.step_bound.
+    adam_update_bound`), the parameters are in a dtype whose largest finite value is at least
+    1e30 (float32, float64, bfloat16: an update of at most ``MAX_RELATIVE_UPDATE / 2`` cannot
+    round a finite entry to inf), and every learner's update norm, at most
+    ``bound · sqrt(its entries)`` plus the decay's ``λ·lr·‖θ‖ ≤ ‖θ‖``, is within
+    ``MAX_RELATIVE_UPDATE`` times its norm (or 1). The gradients were checked finite and
+    square-able, so Adam's moments stay finite."""
+    if any(_largest(p.dtype) < 1e30 for group in groups for p in group):
+        return False
+    if stacked:  # learner i is row i of every stacked tensor
+        entries = sum(p.numel() // p.shape[0] for p in groups[0])
+    else:
+        entries = max(sum(p.numel() for p in group) for group in groups)
+    limit = MAX_RELATIVE_UPDATE / 2 / math.sqrt(max(entries, 1))
+    return all(bound.relative <= 1 and bound.absolute <= limit for bound in bounds)
+
+
+@lru_cache
+def _largest(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).max
 
 
 #: Check 4: a step may change a learner's parameters by at most this many times their norm

@@ -11,14 +11,20 @@ mathematically the same as N separate optimizers with the same hyper-parameters.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from torchboost.learners.optimizers import OptimizerSpec
-from torchboost.learners.stacked_sequential import sequential_plan, stacked_sequential
+from torchboost.learners.stacked_sequential import (
+    hidden_major,
+    hidden_major_prefix,
+    sequential_plan,
+    stacked_sequential,
+)
 
 __all__ = ["StackedEngine", "stacking_problem"]
 
@@ -59,7 +65,8 @@ def _key(name: str) -> str:
 class StackedEngine(nn.Module):
     """Holds N homogeneous learners as stacked parameters; same interface as ``LoopEngine``."""
 
-    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> None:
+    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec,
+                 compile: bool = False) -> None:
         super().__init__()
         problem = stacking_problem(modules, optimizer)
         if problem is not None:
@@ -68,20 +75,30 @@ class StackedEngine(nn.Module):
         params, buffers = stack_module_state(list(modules))
         self._param_names = list(params)
         self._buffer_names = list(buffers)
-        # stack_module_state makes every stacked tensor trainable: keep frozen ones frozen
-        trainable = {n: p.requires_grad for n, p in modules[0].named_parameters()}
-        self.stacked_params = nn.ParameterDict(
-            {_key(n): nn.Parameter(params[n].detach().clone(), requires_grad=trainable[n])
-             for n in self._param_names}
-        )
-        for n in self._buffer_names:
-            self.register_buffer("buffer__" + _key(n), buffers[n].clone())
         # The template carries the architecture only; its tensors live on the meta device and
         # are never used (functional_call substitutes the stacked slices). It is kept out of the
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
         self._plan = sequential_plan(self._template[0]) if not self._buffer_names else None
+        first = hidden_major_prefix(self._plan) if self._plan is not None else None
+        layout = {first + "weight", first + "bias"} if first is not None else set()
+        # stack_module_state makes every stacked tensor trainable: keep frozen ones frozen
+        trainable = {n: p.requires_grad for n, p in modules[0].named_parameters()}
+        self.stacked_params = nn.ParameterDict(
+            {_key(n): nn.Parameter(hidden_major(params[n].detach()) if n in layout
+                                   else params[n].detach().clone(), requires_grad=trainable[n])
+             for n in self._param_names}
+        )
+        for n in self._buffer_names:
+            self.register_buffer("buffer__" + _key(n), buffers[n].clone())
         self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True)]
+        #: whether the stacked forward (and with it its backward) runs through ``torch.compile``
+        self.compile_forward = compile
+        self._compiled: Callable[..., Tensor] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a compiled function does not pickle: the copy compiles again on its first forward
+        return {**super().__getstate__(), "_compiled": None}
 
     def __len__(self) -> int:
         return self._n
@@ -95,8 +112,13 @@ class StackedEngine(nn.Module):
         return functional_call(self._template[0], (params, buffers), (x,))
 
     def _stacked(self, n_learners: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        params = {n: self.stacked_params[_key(n)][:n_learners] for n in self._param_names}
-        buffers = {n: getattr(self, "buffer__" + _key(n))[:n_learners] for n in self._buffer_names}
+        """The first ``n_learners`` rows of every stacked tensor; all of them as the tensors
+        themselves (a slice's backward would write the gradient into a zero-filled copy)."""
+        params = {n: self.stacked_params[_key(n)] for n in self._param_names}
+        buffers = {n: getattr(self, "buffer__" + _key(n)) for n in self._buffer_names}
+        if n_learners != self._n:
+            params = {n: t[:n_learners] for n, t in params.items()}
+            buffers = {n: t[:n_learners] for n, t in buffers.items()}
         return params, buffers
 
     def forward(self, x: Tensor, n_learners: int, fast: bool = True) -> Tensor:
@@ -104,9 +126,19 @@ class StackedEngine(nn.Module):
 
         Plain ``nn.Sequential`` MLPs take the direct GEMM path of
         :mod:`~torchboost.learners.stacked_sequential` unless ``fast=False``; everything else,
-        and that path's reference, is ``vmap(functional_call(template, ...))``.
+        and that path's reference, is ``vmap(functional_call(template, ...))``. With
+        ``compile=True`` either runs through ``torch.compile`` (compiled on the first call for
+        each number of learners and train/eval mode).
         """
         params, buffers = self._stacked(n_learners)
+        if not self.compile_forward:
+            return self._run(params, buffers, x, fast)
+        if self._compiled is None:
+            self._compiled = torch.compile(self._run, dynamic=False)
+        return self._compiled(params, buffers, x, fast)
+
+    def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
+             fast: bool) -> Tensor:
         if self._plan is not None and fast:
             return stacked_sequential(self._plan, params, x)
         batched = vmap(self._call_one, in_dims=(0, 0, None), randomness="different")

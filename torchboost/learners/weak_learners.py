@@ -33,6 +33,9 @@ class WeakLearners(nn.Module):
         mode: ``"stacked"`` runs homogeneous learners as one vmapped computation with one
             multi-tensor optimizer step; ``"loop"`` runs them one by one (any modules, BatchNorm
             included); ``"auto"`` stacks when it can.
+        compile: run the stacked forward and backward through ``torch.compile`` (stacked mode
+            only; off by default: on CPU it is no faster for the SGB paper's shapes, see
+            ``benchmarks/throughput.py``). Results equal eager ones up to rounding.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
@@ -55,12 +58,16 @@ class WeakLearners(nn.Module):
         optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: Mode = "auto",
+        compile: bool = False,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
         spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}))
         if mode not in ("auto", "stacked", "loop"):
             raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
+        if compile and mode == "loop":
+            raise ValueError("compile=True compiles the stacked computation; mode='loop' runs "
+                             "the learners' own modules as they are (compile those yourself)")
         #: ``mode="auto"`` chose stacking: the first forward probes it (:meth:`_probe`)
         self._probe_pending = False
         if mode == "auto":
@@ -69,7 +76,8 @@ class WeakLearners(nn.Module):
         self.mode: str = mode
         self.optimizer_spec = spec
         self.engine: StackedEngine | LoopEngine = (
-            StackedEngine(modules, spec) if mode == "stacked" else LoopEngine(modules, spec)
+            StackedEngine(modules, spec, compile) if mode == "stacked"
+            else LoopEngine(modules, spec)
         )
 
     def __len__(self) -> int:
