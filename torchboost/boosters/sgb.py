@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
+from torchboost.boosters.scaling import Standardizer
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "SGB", "StepSizeAdam"]
 
@@ -55,6 +56,10 @@ class SGB(Booster):
         targets: ``"gradient"`` (the paper, default) or ``"newton"``.
         hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
         step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
+        standardize: scale-free training (:mod:`~torchboost.boosters.scaling`): features and,
+            for regression losses, labels standardised with running statistics inside the
+            booster, so that data in any units train alike; ``y0`` and ``η`` are then in
+            standardised units (``y0=0`` is the running label mean).
         Other arguments: see :class:`~torchboost.boosters.base.Booster`.
 
     At test time the paper's experiments use the final learners ``h_i^T`` (Sec. 6.2), as here.
@@ -74,13 +79,16 @@ class SGB(Booster):
         torch.Size([3])
     """
 
-    config_keys = ("step", "targets", "hessian_floor", "step_rule")
+    config_keys = ("step", "targets", "hessian_floor", "step_rule", "standardize")
 
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
-                 **kwargs: Any) -> None:
+                 standardize: bool = False, **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)
+        self.standardize = bool(standardize)
+        if self.standardize:
+            self.standardizer = Standardizer(targets=not self.loss.is_classifier)
         if targets not in ("gradient", "newton"):
             raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
         if targets == "newton" and not self.loss.has_hessian:
