@@ -250,6 +250,8 @@ class Booster(nn.Module, ABC):
             self._restore_round_snapshot(saved)
             raise
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+        if self.standardizer is not None:
+            self.standardizer.commit()
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
             self.stall.warn(symptoms, self._stall_hint())

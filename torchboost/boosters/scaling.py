@@ -23,9 +23,9 @@ features or targets by any constant, or shifting them, therefore leaves every le
 targets and updates unchanged up to rounding: data in units of 1e8 or 1e-3 train exactly like
 standardised data.
 
-The statistics are buffers (saved in ``state_dict``, restored if a round fails) and, when the
-booster trains data-parallel, built from all-reduced sums, so every replica holds the statistics
-of the global batch.
+The statistics are buffers (saved in ``state_dict``; stored only once a round succeeded, so a
+failed round leaves them as they were) and, when the booster trains data-parallel, built from
+all-reduced sums, so every replica holds the statistics of the global batch.
 """
 
 from __future__ import annotations
@@ -72,37 +72,44 @@ class RunningMoments(nn.Module):
     @torch.no_grad()
     def update(self, values: Tensor, sync: Synchronizer | None = None) -> None:
         """Add a batch ``(B, k, ...)`` (all replicas' shards with ``sync``)."""
-        k = values.shape[1]
-        if self.mean.numel() != k:  # the first batch: its (global) mean is the shift
-            self.mean = torch.zeros(k, dtype=torch.float64, device=values.device)
-            self.sq_dev = torch.zeros_like(self.mean)
-        first = bool(self.count == 0)
-        per_column = values[:, :1].numel()
-        n = torch.tensor([float(per_column)], dtype=torch.float64, device=values.device)
-        if first:
-            total = values.double().sum([0, *range(2, values.ndim)])
+        self.commit(*self.updated(values, sync))
+
+    @torch.no_grad()
+    def updated(self, values: Tensor,
+                sync: Synchronizer | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """The count, mean and squared deviations after adding a batch, leaving the buffers as
+        they are (:meth:`commit` stores them)."""
+        k, device = values.shape[1], values.device
+        n = torch.tensor([float(values[:, :1].numel())], dtype=torch.float64, device=device)
+        if self.count == 0:  # the first batch: its (global) mean is the shift
+            total = torch.cat([values.double().sum([0, *range(2, values.ndim)]), n])
             if sync is not None:
-                sync.sum_([total, n])
-            self.mean.copy_(total / n)
-            self.sq_dev.zero_()
-            n = torch.tensor([float(per_column)], dtype=torch.float64, device=values.device)
-        s1, s2 = self._sums(values, self.mean)
+                sync.sum_([total])
+            count, mean, sq_dev = (torch.zeros((), dtype=torch.float64, device=device),
+                                   total[:k] / total[k], torch.zeros(k, dtype=torch.float64,
+                                                                     device=device))
+        else:
+            count, mean, sq_dev = self.count, self.mean, self.sq_dev
+        s1, s2 = self._sums(values, mean)
         if sync is not None:
             sync.sum_([s1, s2, n])
-        count = self.count + n[0]
-        self.mean += s1 / count
-        self.sq_dev += s2 - s1.square() / count
-        self.count.copy_(count)
+        total = count + n[0]
+        return total, mean + s1 / total, sq_dev + s2 - s1.square() / total
+
+    @torch.no_grad()
+    def commit(self, count: Tensor, mean: Tensor, sq_dev: Tensor) -> None:
+        """Store statistics from :meth:`updated` (the first time, sized by them)."""
+        if self.mean.shape != mean.shape:
+            self.mean, self.sq_dev = torch.zeros_like(mean), torch.zeros_like(sq_dev)
+        self.count.copy_(count), self.mean.copy_(mean), self.sq_dev.copy_(sq_dev)
 
     def std(self) -> Tensor:
         """The population standard deviation of every column, ``(k,)``."""
-        return (self.sq_dev.clamp_min(0) / self.count.clamp_min(1)).sqrt()
+        return _std(self.count, self.sq_dev)
 
     def scale(self) -> Tensor:
         """The divisor of every column: its standard deviation, or 1 for a constant column."""
-        std = self.std()
-        constant = std <= CONSTANT_TOLERANCE * self.mean.abs()
-        return torch.where(constant | (std == 0), torch.ones_like(std), std)
+        return _scale(self.count, self.mean, self.sq_dev)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
@@ -125,29 +132,37 @@ class Standardizer(nn.Module):
         super().__init__()
         self.features = RunningMoments()
         self.labels = RunningMoments() if targets else None
+        self._pending: list[tuple[Tensor, Tensor, Tensor]] = []
 
     def learn(self, x: Tensor, z: Tensor,
               sync: Synchronizer | None) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
-        """A training round's standardised features and labels (statistics updated with the
-        batch), and the map of its standardised predictions to the user's units with the label
-        statistics of the earlier batches."""
-        self.features.update(x, sync)
-        x = self.inputs(x)
+        """A training round's standardised features and labels (with the statistics updated by
+        the batch, stored by :meth:`commit` once the round succeeded), and the map of its
+        standardised predictions to the user's units with the label statistics of the earlier
+        batches (0 before any label)."""
+        features = self.features.updated(x, sync)
+        self._pending = [features]
+        x = _standardize(x, features[1], _scale(*features))
         if self.labels is None:
             return x, z, _identity
-        if self.labels.count > 0:
-            mean, scale = self.labels.mean.clone(), self.labels.scale()
-        else:  # no label seen yet: predict 0
-            mean = scale = torch.zeros_like(z[0], dtype=torch.float64)
-        self.labels.update(z, sync)
-        z = ((z.double() - self.labels.mean) / self.labels.scale()).to(z.dtype)
-        return x, z, lambda y: _unscale(y, mean, scale)
+        seen = self.labels.count > 0
+        mean = self.labels.mean.clone() if seen else torch.zeros_like(z[0], dtype=torch.float64)
+        scale = self.labels.scale() if seen else torch.zeros_like(mean)
+        labels = self.labels.updated(z, sync)
+        self._pending.append(labels)
+        return x, _standardize(z, labels[1], _scale(*labels)), lambda y: _unscale(y, mean, scale)
+
+    def commit(self) -> None:
+        """Store the statistics of the round :meth:`learn` prepared."""
+        for moments, stats in zip((self.features, self.labels), self._pending, strict=False):
+            moments.commit(*stats)
+        self._pending = []
 
     def inputs(self, x: Tensor) -> Tensor:
-        """Features standardised with the current statistics."""
-        shape = (1, -1, *([1] * (x.ndim - 2)))
-        mean, scale = self.features.mean.view(shape), self.features.scale().view(shape)
-        return ((x.double() - mean) / scale).to(x.dtype)
+        """Features standardised with the current statistics (as given before any round)."""
+        if self.features.count == 0:
+            return x
+        return _standardize(x, self.features.mean, self.features.scale())
 
     def outputs(self, y: Tensor) -> Tensor:
         """Standardised predictions ``(B, m)`` in the user's units (identity for classifiers;
@@ -157,6 +172,22 @@ class Standardizer(nn.Module):
         if self.labels.count == 0:
             return torch.zeros_like(y)
         return _unscale(y, self.labels.mean, self.labels.scale())
+
+
+def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
+    return (sq_dev.clamp_min(0) / count.clamp_min(1)).sqrt()
+
+
+def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
+    std = _std(count, sq_dev)
+    constant = (std <= CONSTANT_TOLERANCE * mean.abs()) | (std == 0)
+    return torch.where(constant, torch.ones_like(std), std)
+
+
+def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
+    """``(values − mean) / scale`` along dimension 1, in the values' dtype."""
+    shape = (1, -1, *([1] * (values.ndim - 2)))
+    return ((values.double() - mean.view(shape)) / scale.view(shape)).to(values.dtype)
 
 
 def _identity(y: Tensor) -> Tensor:
