@@ -157,3 +157,20 @@ def test_data_parallel_replicas_hold_the_global_statistics():
         assert replica.count.item() == single.count.item() == 192
         torch.testing.assert_close(replica.mean, single.mean)
         torch.testing.assert_close(replica.std(), single.std())
+
+
+def test_states_saved_before_the_option_load_as_unstandardized():
+    def build(**kwargs):
+        torch.manual_seed(0)
+        return SGB(lambda: TwoLayerNet(5, 8, 1), "squared", n_learners=2, **kwargs)
+
+    old = build(standardize=False)
+    old.learn(*regression_stream(32))
+    state = old.state_dict()
+    del state["_extra_state"]["config"]["standardize"]  # as written by earlier versions
+    restored = build(standardize=False)
+    restored.load_state_dict(state)
+    x = regression_stream(8, seed=4)[0]
+    assert torch.equal(restored.predict(x), old.predict(x))
+    with pytest.raises(ValueError, match="standardize: saved False, this booster True"):
+        build().load_state_dict(state)

@@ -119,6 +119,16 @@ class SGB(Booster):
         self.step = float(step)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
 
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        config = extra.get("config") if isinstance(extra, dict) else None
+        if isinstance(config, dict) and "standardize" not in config:
+            # saved before the option existed: trained on the data as given
+            state_dict[prefix + "_extra_state"] = {**extra,
+                                                   "config": {**config, "standardize": False}}
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def default_step(self) -> float:
         """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
         if self.targets == "newton":
