@@ -33,7 +33,8 @@ def scalar_weights(booster):
 
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_sgb_alg1_partial_sums_targets_and_updates(mode):
-    booster = SGB(linear_learners([[0.5, 0.25], [1.0, -1.0]]), "squared", step=0.5, y0=0.2,
+    booster = SGB(linear_learners([[0.5, 0.25], [1.0, -1.0]]), "squared",
+                  standardize=False, step=0.5, y0=0.2,
                   mode=mode, **SGD)
     x, z = torch.tensor([[1.0, 2.0]]), torch.tensor([3.0])
     # h1 = 1, h2 = -1; y0 = .2, y1 = .2 - .5*1 = -.3, y2 = -.3 + .5 = .2
@@ -51,11 +52,12 @@ def test_sgb_alg1_partial_sums_targets_and_updates(mode):
 
 
 def test_sgb_running_mean_y0():
-    booster = SGB(linear_learners([[0.0]]), "squared", y0="mean", step=0.5, **SGD)
+    booster = SGB(linear_learners([[0.0]]), "squared",
+                  standardize=False, y0="mean", step=0.5, **SGD)
     x = torch.zeros(2, 1)
     assert booster.learn(x, torch.tensor([1.0, 3.0])).flatten().tolist() == [0.0, 0.0]
     assert booster.predict(x).flatten().tolist() == [2.0, 2.0]
-    logistic = SGB(linear_learners([[0.0]]), "logistic", y0="mean", **SGD)
+    logistic = SGB(linear_learners([[0.0]]), "logistic", standardize=False, y0="mean", **SGD)
     logistic.learn(torch.zeros(4, 1), torch.tensor([1, 1, 1, 0]))
     assert logistic.predict(torch.zeros(1, 1)).item() == pytest.approx(math.log(3), rel=1e-5)
 
@@ -157,7 +159,8 @@ def test_convex_hull_ogb_alg2_frank_wolfe(objective):
 
 
 def test_stagewise_gb_trains_one_stage_at_a_time_without_caching():
-    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
+                          standardize=False, step=0.5, **SGD)
     x, z = torch.tensor([[1.0]]), torch.tensor([1.0])
     assert booster.learn(x, z).item() == pytest.approx(-0.2)  # y1 = 0 - .5*.4
     assert scalar_weights(booster) == pytest.approx([0.4 + 0.2 * (-1.0 - 0.4), 2.0])
@@ -213,7 +216,8 @@ def test_single_learner_prediction_units_scale_its_compute():
 def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_learner():
     """Scripted validation scores: stage 0 improves twice then worsens twice (patience 2) and
     keeps its epoch-2 learner; stage 1 never improves by tol after epoch 1 and stops at 3."""
-    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
+                          standardize=False, step=0.5, **SGD)
     batches = [(torch.tensor([[1.0]]), torch.tensor([1.0])),
                (torch.tensor([[-0.5]]), torch.tensor([0.3]))]
     scripted = iter([1.0, 0.5, 0.6, 0.7, 0.40, 0.3999, 0.41])
@@ -232,5 +236,6 @@ def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_le
     # every epoch run is paid for: stage 0 costs 3 units/example, stage 1 costs 4
     assert booster.compute_units == 2 * (4 * 3 + 3 * 4)
     # without validate, the old rule (epoch-mean fit loss) and no best-epoch keys
-    plain = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared", step=0.5, **SGD)
+    plain = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
+                        standardize=False, step=0.5, **SGD)
     assert "best_epoch" not in plain.fit(batches, max_epochs=2, patience=1)[0]

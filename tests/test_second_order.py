@@ -77,7 +77,8 @@ def test_newton_direction_and_floor():
 
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_softmax_newton_round_by_hand(mode):
-    booster = SGB(matrix_learners([[[1.0], [-1.0]], [[0.5], [0.5]]]), "softmax", n_outputs=2,
+    booster = SGB(matrix_learners([[[1.0], [-1.0]], [[0.5], [0.5]]]), "softmax",
+                  standardize=False, n_outputs=2,
                   targets="newton", step=0.5, mode=mode, **SGD)
     x, z = torch.tensor([[1.0]]), torch.tensor([0])
     # h1 = (1, −1), h2 = (½, ½); y0 = 0, y1 = y0 − ½ h1 = (−½, ½), y2 = y1 − ½ h2 = (−¾, ¼)
@@ -100,7 +101,8 @@ def test_softmax_newton_round_by_hand(mode):
 
 
 def test_logistic_newton_round_by_hand():
-    booster = SGB(linear_learners([[0.25]]), "logistic", targets="newton", step=0.5, **SGD)
+    booster = SGB(linear_learners([[0.25]]), "logistic",
+                  standardize=False, targets="newton", step=0.5, **SGD)
     booster.learn(torch.tensor([[2.0]]), torch.tensor([1]))
     # h = ½; at y0 = 0: g = −σ(0) = −½, H = ¼ → target −2, weight ¼;
     # gradient 2·¼·(½ − (−2)) = 1.25, times x = 2 → w = 0.25 − 0.1·2.5 = 0
@@ -127,7 +129,8 @@ def test_squared_loss_newton_targets_equal_gradient_targets():
 def test_learned_step_adam_on_log_step_by_hand():
     # one frozen learner (lr 0): h = 1 on x = 1; squared loss, z = 3, η starts at ¼ (1/(4β)).
     # ℓ(y1) = ½(y0 − η h − z)², ∂ℓ/∂η = −(y1 − z)·h = η + 3; in log space η(η + 3).
-    booster = SGB(linear_learners([[1.0]]), "squared", step="learned", step_lr=0.1,
+    booster = SGB(linear_learners([[1.0]]), "squared",
+                  standardize=False, step="learned", step_lr=0.1,
                   optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.0})
     assert booster.step == 0.25
     x, z = torch.tensor([[1.0]]), torch.tensor([3.0])
@@ -158,8 +161,9 @@ def test_learned_step_stays_within_a_hundredfold_of_its_start():
 def test_stagewise_gb_newton_stage_equals_sgb_newton_learner():
     # the first stage of GB and the first learner of SGB see the same target and weights
     x, z = torch.tensor([[1.0]]), torch.tensor([1])
-    sgb = SGB(matrix_learners([[[0.3]]]), "logistic", targets="newton", **SGD)
-    gb = StagewiseGB(matrix_learners([[[0.3]]]), "logistic", targets="newton", **SGD)
+    sgb = SGB(matrix_learners([[[0.3]]]), "logistic", standardize=False, targets="newton", **SGD)
+    gb = StagewiseGB(matrix_learners([[[0.3]]]), "logistic",
+                     standardize=False, targets="newton", **SGD)
     sgb.learn(x, z), gb.learn(x, z)
     assert gb.learners.learner_state(0)["weight"].item() == pytest.approx(
         sgb.learners.learner_state(0)["weight"].item())

@@ -45,6 +45,7 @@ def test_window_sums_by_hand():
 def test_a_booster_that_does_not_learn_warns_once_with_the_fix():
     # learners frozen by a zero learning rate, y0 = 0 while the labels' mean is not 0
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, step=0.25, stall_window=1500,
+                  standardize=False,  # y0 = 0 in the labels' own units
                   optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.0})
     caught = stream(booster, y=Y + 3.0)
     assert len(caught) == 1

@@ -136,6 +136,9 @@ def method_builders(config: ExperimentConfig,
     wide_factory = config.learner.widened(n).factory(data.dataset, config.n_outputs)
     common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
                               "optimizer_kwargs": {"lr": config.lr}}
+    # the data are standardised above, as for the single learners: the boosters take them as
+    # given (the paper's Alg. 1), not through their own running statistics
+    boosted = {**common, "standardize": False}
     hessian = get_loss(config.loss).has_hessian
     candidates: dict[str, Callable[[], Booster]] = {
         "base": lambda: SingleLearner(factory, config.loss, **common),
@@ -143,12 +146,12 @@ def method_builders(config: ExperimentConfig,
                                       prediction_units=config.learner.wide_prediction_units(n),
                                       **common),
         "GB": lambda: StagewiseGB(factory, config.loss, n_learners=n, step=config.step,
-                                  **common),
-        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step, **common),
+                                  **boosted),
+        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step, **boosted),
         "SGB_newton": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
-                                  targets="newton", **common),
+                                  targets="newton", **boosted),
         "SGB_learned": lambda: SGB(factory, config.loss, n_learners=n, step="learned",
-                                   targets="newton" if hessian else "gradient", **common),
+                                   targets="newton" if hessian else "gradient", **boosted),
     }
     skipped = {}
     if not hessian and "SGB_newton" in config.methods:

@@ -98,7 +98,7 @@ class _StreamingBoosting(BaseEstimator):
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = 1e-2, batch_size: int = 32, max_passes: int = 10,
+                 learning_rate: float = 3e-2, batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,
                  device: str | torch.device = "cpu",
                  dtype: str | torch.dtype = "float32", n_threads: int | None = None) -> None:

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.guards import check_round, guard_step
+from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import StallMonitor
 from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, WeakLearners
@@ -125,6 +126,9 @@ class Booster(nn.Module, ABC):
         self.last_diagnostics: dict[str, Tensor] = {}
         #: the replicas' synchronizer when training data-parallel (:meth:`distribute`)
         self.sync: Synchronizer | None = None
+        #: running standardisation of features and regression targets (:mod:`.scaling`), set by
+        #: boosters with a ``standardize`` option; ``None``: the user's units
+        self.standardizer: Standardizer | None = None
         #: examples in the current round's (global) batch
         self._round_size = 0
         #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
@@ -232,6 +236,8 @@ class Booster(nn.Module, ABC):
         x, z = self._checked_round_input(x, y)
         saved = self._round_snapshot()
         try:
+            if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
+                x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
             plan = self.plan_round(x, z)
             check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
             output_grad = self.learner_loss_grad(plan.h, plan.targets)
@@ -247,10 +253,12 @@ class Booster(nn.Module, ABC):
             self._restore_round_snapshot(saved)
             raise
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+        if self.standardizer is not None:
+            self.standardizer.commit()
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
             self.stall.warn(symptoms, self._stall_hint())
-        return plan.prediction
+        return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
 
     def _stall_hint(self) -> str:
         """The settings a stall warning suggests changing: learning rate and step(s)."""
@@ -319,9 +327,12 @@ class Booster(nn.Module, ABC):
         The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
         and each gets its previous mode back afterwards."""
         x = self._check_features(x)
+        if self.standardizer is not None:
+            x = self.standardizer.inputs(x)
         with self.learners.evaluating():
             h = self._learner_outputs(x, n_learners)
-        return self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+        scores = self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+        return scores if self.standardizer is None else self.standardizer.outputs(scores)
 
     def prediction_scores(self, partials: Tensor) -> Tensor:
         """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no

@@ -1,0 +1,198 @@
+"""Scale-free boosting: running standardisation of a booster's features and regression targets.
+
+With ``standardize=True`` (:class:`~torchboost.SGB`) the learners never see the user's units:
+
+* features are centred and divided by their running standard deviation — per feature for
+  ``(B, d)`` inputs, per channel (dimension 1) for images and other ``(B, C, ...)`` inputs; a
+  feature whose standard deviation is at most ``1e-6`` times its mean's magnitude (a constant,
+  up to rounding) is only centred;
+* for a regression loss (squared, absolute, Huber) the labels are standardised the same way,
+  output by output, the whole booster — ``y^0``, the partial sums, the learners' targets, the
+  step ``η`` and the stall monitor — works in these standardised units, and a prediction
+  ``y'`` is mapped back as ``μ + σ y'`` (0 before any label was seen). With ``y0=0`` the
+  booster therefore starts from the running label mean, the best constant. Classification
+  labels are left as they are.
+
+The statistics are running means and variances over everything seen so far (float64, Chan et
+al.'s pairwise update of count, mean and sum of squared deviations, with the first batch's mean
+as the shift, so that targets of size 1e8 keep their digits). Features are standardised with the
+statistics *including* the current batch (no labels involved); the prediction a round returns is
+mapped back with the label statistics of the earlier batches only, so progressive validation
+stays honest, and the learners' targets use the statistics including the batch. Multiplying
+features or targets by any constant, or shifting them, therefore leaves every learner's inputs,
+targets and updates unchanged up to rounding: data in units of 1e8 or 1e-3 train exactly like
+standardised data.
+
+The statistics are buffers (saved in ``state_dict``; stored only once a round succeeded, so a
+failed round leaves them as they were) and, when the booster trains data-parallel, built from
+all-reduced sums, so every replica holds the statistics of the global batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from torchboost.distributed import Synchronizer
+
+__all__ = ["CONSTANT_TOLERANCE", "RunningMoments", "Standardizer"]
+
+#: A feature whose running standard deviation is at most this times its mean's magnitude is
+#: treated as constant (only centred).
+CONSTANT_TOLERANCE = 1e-6
+
+
+class RunningMoments(nn.Module):
+    """Running count, mean and sum of squared deviations of the columns of ``(B, k, ...)``
+    batches (reduced over every dimension but 1), kept in float64 buffers.
+
+    Example:
+        >>> moments = RunningMoments()
+        >>> moments.update(torch.tensor([[1.0], [3.0]]))
+        >>> moments.update(torch.tensor([[5.0], [7.0]]))
+        >>> moments.mean.tolist(), moments.std().tolist()
+        ([4.0], [2.23606797749979])
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(0, dtype=torch.float64))
+        self.register_buffer("sq_dev", torch.zeros(0, dtype=torch.float64))
+
+    @staticmethod
+    def _sums(values: Tensor, center: Tensor) -> tuple[Tensor, Tensor]:
+        dims = [0, *range(2, values.ndim)]
+        dev = values.double() - center.view(1, -1, *([1] * (values.ndim - 2)))
+        return dev.sum(dims), dev.square().sum(dims)
+
+    @torch.no_grad()
+    def update(self, values: Tensor, sync: Synchronizer | None = None) -> None:
+        """Add a batch ``(B, k, ...)`` (all replicas' shards with ``sync``)."""
+        self.commit(*self.updated(values, sync))
+
+    @torch.no_grad()
+    def updated(self, values: Tensor,
+                sync: Synchronizer | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """The count, mean and squared deviations after adding a batch, leaving the buffers as
+        they are (:meth:`commit` stores them)."""
+        k, device = values.shape[1], values.device
+        n = torch.tensor([float(values[:, :1].numel())], dtype=torch.float64, device=device)
+        if self.count == 0:  # the first batch: its (global) mean is the shift
+            total = torch.cat([values.double().sum([0, *range(2, values.ndim)]), n])
+            if sync is not None:
+                sync.sum_([total])
+            count, mean, sq_dev = (torch.zeros((), dtype=torch.float64, device=device),
+                                   total[:k] / total[k], torch.zeros(k, dtype=torch.float64,
+                                                                     device=device))
+        else:
+            count, mean, sq_dev = self.count, self.mean, self.sq_dev
+        s1, s2 = self._sums(values, mean)
+        if sync is not None:
+            sync.sum_([s1, s2, n])
+        total = count + n[0]
+        return total, mean + s1 / total, sq_dev + s2 - s1.square() / total
+
+    @torch.no_grad()
+    def commit(self, count: Tensor, mean: Tensor, sq_dev: Tensor) -> None:
+        """Store statistics from :meth:`updated` (the first time, sized by them)."""
+        if self.mean.shape != mean.shape:
+            self.mean, self.sq_dev = torch.zeros_like(mean), torch.zeros_like(sq_dev)
+        self.count.copy_(count), self.mean.copy_(mean), self.sq_dev.copy_(sq_dev)
+
+    def std(self) -> Tensor:
+        """The population standard deviation of every column, ``(k,)``."""
+        return _std(self.count, self.sq_dev)
+
+    def scale(self) -> Tensor:
+        """The divisor of every column: its standard deviation, or 1 for a constant column."""
+        return _scale(self.count, self.mean, self.sq_dev)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        for name in ("mean", "sq_dev"):  # sized by the first batch: take the saved size
+            saved = state_dict.get(prefix + name)
+            if saved is not None and saved.shape != getattr(self, name).shape:
+                setattr(self, name, torch.zeros_like(saved, device=self.count.device))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+class Standardizer(nn.Module):
+    """Running standardisation of a booster's features and, for regression losses, of its
+    labels (see the module docstring).
+
+    Args:
+        targets: whether to standardise the (encoded) labels too — for regression losses.
+    """
+
+    def __init__(self, targets: bool) -> None:
+        super().__init__()
+        self.features = RunningMoments()
+        self.labels = RunningMoments() if targets else None
+        self._pending: list[tuple[Tensor, Tensor, Tensor]] = []
+
+    def learn(self, x: Tensor, z: Tensor,
+              sync: Synchronizer | None) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
+        """A training round's standardised features and labels (with the statistics updated by
+        the batch, stored by :meth:`commit` once the round succeeded), and the map of its
+        standardised predictions to the user's units with the label statistics of the earlier
+        batches (0 before any label)."""
+        features = self.features.updated(x, sync)
+        self._pending = [features]
+        x = _standardize(x, features[1], _scale(*features))
+        if self.labels is None:
+            return x, z, _identity
+        seen = self.labels.count > 0
+        mean = self.labels.mean.clone() if seen else torch.zeros_like(z[0], dtype=torch.float64)
+        scale = self.labels.scale() if seen else torch.zeros_like(mean)
+        labels = self.labels.updated(z, sync)
+        self._pending.append(labels)
+        return x, _standardize(z, labels[1], _scale(*labels)), lambda y: _unscale(y, mean, scale)
+
+    def commit(self) -> None:
+        """Store the statistics of the round :meth:`learn` prepared."""
+        for moments, stats in zip((self.features, self.labels), self._pending, strict=False):
+            moments.commit(*stats)
+        self._pending = []
+
+    def inputs(self, x: Tensor) -> Tensor:
+        """Features standardised with the current statistics (as given before any round)."""
+        if self.features.count == 0:
+            return x
+        return _standardize(x, self.features.mean, self.features.scale())
+
+    def outputs(self, y: Tensor) -> Tensor:
+        """Standardised predictions ``(B, m)`` in the user's units (identity for classifiers;
+        0 before any label was seen)."""
+        if self.labels is None:
+            return y
+        if self.labels.count == 0:
+            return torch.zeros_like(y)
+        return _unscale(y, self.labels.mean, self.labels.scale())
+
+
+def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
+    return (sq_dev.clamp_min(0) / count.clamp_min(1)).sqrt()
+
+
+def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
+    std = _std(count, sq_dev)
+    constant = (std <= CONSTANT_TOLERANCE * mean.abs()) | (std == 0)
+    return torch.where(constant, torch.ones_like(std), std)
+
+
+def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
+    """``(values − mean) / scale`` along dimension 1, in the values' dtype."""
+    shape = (1, -1, *([1] * (values.ndim - 2)))
+    return ((values.double() - mean.view(shape)) / scale.view(shape)).to(values.dtype)
+
+
+def _identity(y: Tensor) -> Tensor:
+    return y
+
+
+def _unscale(y: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
+    return (mean + scale * y.double()).to(y.dtype)
