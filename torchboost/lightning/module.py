@@ -136,7 +136,7 @@ class StreamingBoosterModule(pl.LightningModule):
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets this plain string before and after each of the ~10 hooks it calls per
         # batch; nn.Module.__setattr__'s checks for parameters, buffers and submodules made
-        # that a tenth of a small round's time. The attribute lands in __dict__ either way.
+        # that a few percent of a small round's time. The attribute lands in __dict__ either way.
         if name == "_current_fx_name":
             object.__setattr__(self, name, value)
         else:
