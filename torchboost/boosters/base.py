@@ -139,6 +139,8 @@ class Booster(nn.Module, ABC):
     #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
     #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
     supports_distributed = True
+    #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
+    _round_labels: Tensor | None = None
 
     @property
     def monitors_stall(self) -> bool:
@@ -234,6 +236,7 @@ class Booster(nn.Module, ABC):
         running sums, the learners' buffers) and random generator are restored, the guards
         restore parameters and optimizer state."""
         x, z = self._checked_round_input(x, y)
+        labels = z  # in the user's units, for :meth:`round_scores`
         saved = self._round_snapshot()
         try:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
@@ -255,6 +258,7 @@ class Booster(nn.Module, ABC):
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         if self.standardizer is not None:
             self.standardizer.commit()
+        self._round_labels = labels
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
             self.stall.warn(symptoms, self._stall_hint())
@@ -359,11 +363,22 @@ class Booster(nn.Module, ABC):
         """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``;
         on what :meth:`learn` returns, this is the progressive-validation score of a batch."""
         z = self._check_labels(y, prediction.shape[0]).to(prediction.device)
-        out = {"loss": float(self.loss.value(prediction, z).mean())}
+        return {key: float(value) for key, value in self._scores(prediction, z).items()}
+
+    @torch.no_grad()
+    def round_scores(self, prediction: Tensor) -> dict[str, Tensor]:
+        """:meth:`score` of ``prediction``, what the last :meth:`learn` returned, on that round's
+        labels as ``learn`` encoded them (no second encoding), as 0-dim tensors (no host sync)."""
+        if self._round_labels is None:
+            raise RuntimeError("round_scores scores the last learn() round; there was none")
+        return self._scores(prediction, self._round_labels.to(prediction.device))
+
+    def _scores(self, prediction: Tensor, z: Tensor) -> dict[str, Tensor]:
+        out = {"loss": self.loss.value(prediction, z).mean()}
         if self.loss.is_classifier:
             labels = self.loss.predict_label(prediction)
             truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
-            out["error"] = float((labels != truth).double().mean())
+            out["error"] = (labels != truth).double().mean()
         return out
 
     @torch.no_grad()

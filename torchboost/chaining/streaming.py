@@ -37,6 +37,8 @@ class ChainingBooster(nn.Module):
 
     units_per_example = 1
     supports_distributed = False
+    #: the labels of the last :meth:`learn`, for :meth:`round_scores`
+    _round_labels: Tensor | None = None
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -60,6 +62,7 @@ class ChainingBooster(nn.Module):
         self.samples_seen += batch
         self.compute_units += batch * self.units_per_example
         self.rounds += 1
+        self._round_labels = y
         return prediction.float() if prediction.dtype == torch.float64 else prediction
 
     @torch.no_grad()
@@ -80,13 +83,24 @@ class ChainingBooster(nn.Module):
     @torch.no_grad()
     def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:
         """Mean loss (and error rate for classifiers) of scores ``(B, 1)`` on labels ``y``."""
+        return {key: float(value) for key, value in self._scores(prediction, y).items()}
+
+    @torch.no_grad()
+    def round_scores(self, prediction: Tensor) -> dict[str, Tensor]:
+        """:meth:`score` of ``prediction``, what the last :meth:`learn` returned, on that round's
+        labels, as 0-dim tensors (no host sync)."""
+        if self._round_labels is None:
+            raise RuntimeError("round_scores scores the last learn() round; there was none")
+        return self._scores(prediction, self._round_labels)
+
+    def _scores(self, prediction: Tensor, y: Tensor) -> dict[str, Tensor]:
         z = self.loss.encode_target(y, 1).to(prediction.device, prediction.dtype)
         if z.shape[0] != prediction.shape[0]:
             raise ValueError(f"{z.shape[0]} labels for {prediction.shape[0]} examples")
-        out = {"loss": float(self.loss.value(prediction, z).mean())}
+        out = {"loss": self.loss.value(prediction, z).mean()}
         if self.loss.is_classifier:
             labels = self.loss.predict_label(prediction)
-            out["error"] = float((labels != (z[:, 0] > 0).long()).double().mean())
+            out["error"] = (labels != (z[:, 0] > 0).long()).double().mean()
         return out
 
     @torch.no_grad()

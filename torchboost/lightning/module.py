@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,16 @@ from torchboost.lightning.round_optimizer import BoostingRound
 __all__ = ["StreamingBoosterModule"]
 
 _CHECKPOINT_KEY = "torchboost_progressive"
+#: Most rounds whose scores wait on the device before they are added to the running sums.
+_PENDING_LIMIT = 256
+
+
+def _signature_kept(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with its signature computed once: Lightning inspects ``training_step``'s on
+    every batch (does it take ``batch_idx``?), which ``inspect`` answers from
+    ``__signature__`` without parsing the function again."""
+    function.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
+    return function
 
 
 class StreamingBoosterModule(pl.LightningModule):
@@ -33,13 +44,20 @@ class StreamingBoosterModule(pl.LightningModule):
     so that Lightning counts one step per round (``global_step``, ``max_steps``,
     ``ModelCheckpoint(every_n_train_steps=...)`` work as usual) without touching any parameter.
 
-    **Logging.** Every step logs the progressive-validation scores of the batch — the loss (and
-    error rate for classifiers) of the prediction made *before* the update, as returned by
-    ``learn`` — and their running means over the stream so far (``progressive/loss``,
-    ``progressive/loss_mean``, ``progressive/error``, ``progressive/error_mean``), plus
-    ``compute_units``: weak-learner predictions of one example, an update counting 2 (Hu et al.
-    2017, Sec. 6.2). Loss and units show in the progress bar. These are drawn against Lightning's
-    step (batches); :class:`~torchboost.lightning.StreamingCallback` adds curves against units.
+    **Logging.** Every round's progressive-validation scores — the loss (and error rate for
+    classifiers) of the prediction made *before* the update, as returned by ``learn``, scored by
+    :meth:`~torchboost.boosters.base.Booster.round_scores` on the labels ``learn`` encoded — go
+    into running means over the stream (:meth:`progressive_scores`). They stay on the booster's
+    device until a step that logs, so a step that does not log reads nothing back from it. A
+    step logs when Lightning writes its loggers: every ``Trainer(log_every_n_steps=k)`` steps
+    (Lightning's default ``k = 50``), counted over the whole fit as Lightning does, and at the
+    last batch of the epoch and at ``max_steps``. It logs the scores of its batch and the running
+    means (``progressive/loss``, ``progressive/loss_mean``, ``progressive/error``,
+    ``progressive/error_mean``), plus ``compute_units``: weak-learner predictions of one
+    example, an update counting 2 (Hu et al. 2017, Sec. 6.2). Loss and units show in the
+    progress bar; the logged values are host tensors, so Lightning's reading them back on every
+    batch costs no device sync. These are drawn against Lightning's step (batches);
+    :class:`~torchboost.lightning.StreamingCallback` adds curves against units.
 
     **Held-out evaluation.** :meth:`validation_step` logs ``val/loss`` (and ``val/error``) of
     ``booster.evaluate`` on validation batches, averaged over examples.
@@ -111,7 +129,18 @@ class StreamingBoosterModule(pl.LightningModule):
         self.automatic_optimization = False
         self._sums = {"loss": 0.0, "error": 0.0}
         self._samples = 0
+        #: (batch size, scores as 0-dim tensors) of the rounds not yet in ``_sums``
+        self._pending: list[tuple[int, dict[str, Tensor]]] = []
         self._pending_streams: list[dict[str, Any]] = []
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets this plain string before and after each of the ~10 hooks it calls per
+        # batch; nn.Module.__setattr__'s checks for parameters, buffers and submodules made
+        # that a few percent of a small round's time. The attribute lands in __dict__ either way.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def forward(self, x: Tensor) -> Tensor:
         """The booster's prediction with all its learners."""
@@ -120,34 +149,56 @@ class StreamingBoosterModule(pl.LightningModule):
     def configure_optimizers(self) -> BoostingRound:
         return BoostingRound(self.booster.parameters())
 
+    @_signature_kept
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
-        prediction = self.optimizers().step(closure=partial(self.booster.learn, x, y))
-        scores = self.booster.score(prediction, y)
+        booster = self.booster
+        prediction = self.optimizers().step(closure=partial(booster.learn, x, y))
+        scores = booster.round_scores(prediction)
         size = x.shape[0]
-        if self.booster.sync is not None:
-            size, scores = _global_scores(self.booster.sync, size, scores)
-        self._samples += size
-        for key, value in scores.items():
-            self._sums[key] += value * size
-        if not self._logs_this_step(batch_idx):
-            return
-        means = self.progressive_scores()
-        self.log("progressive/loss", scores["loss"], prog_bar=True, batch_size=size)
-        self.log("progressive/loss_mean", means["loss"], batch_size=size)
-        if "error" in scores:
-            self.log("progressive/error", scores["error"], batch_size=size)
-            self.log("progressive/error_mean", means["error"], batch_size=size)
-        self.log("compute_units", float(self.booster.compute_units), prog_bar=True,
-                 batch_size=size)
+        if booster.sync is not None:
+            size, scores = _global_scores(booster.sync, size, scores)
+        self._pending.append((size, scores))
+        if self._logs_this_step(batch_idx):
+            self._log_scores(size, self._settle())
+        elif len(self._pending) >= _PENDING_LIMIT:
+            self._settle()
 
     def _logs_this_step(self, batch_idx: int) -> bool:
-        """Whether to call ``self.log`` this step: every ``trainer.log_every_n_steps`` batches
-        and on the last one (when Lightning writes logs anyway). A ``self.log`` call costs
-        about as much as a small boosting round; the running sums are kept every step."""
-        done = batch_idx + 1
-        return (done % self.trainer.log_every_n_steps == 0
-                or done == self.trainer.num_training_batches)
+        """Whether to log this step: when Lightning writes its loggers (every
+        ``trainer.log_every_n_steps`` steps, counted over the whole fit), at the last batch of
+        the epoch and at ``max_steps``."""
+        trainer = self.trainer
+        step = trainer.global_step
+        return (step % trainer.log_every_n_steps == 0 or step == trainer.max_steps
+                or batch_idx + 1 == trainer.num_training_batches)
+
+    def _log_scores(self, size: int, scores: dict[str, float]) -> None:
+        means = self.progressive_scores()
+        self.log("progressive/loss", _host(scores["loss"]), prog_bar=True, batch_size=size)
+        self.log("progressive/loss_mean", _host(means["loss"]), batch_size=size)
+        if "error" in scores:
+            self.log("progressive/error", _host(scores["error"]), batch_size=size)
+            self.log("progressive/error_mean", _host(means["error"]), batch_size=size)
+        self.log("compute_units", _host(self.booster.compute_units), prog_bar=True,
+                 batch_size=size)
+
+    def _settle(self) -> dict[str, float]:
+        """Adds the pending rounds' scores to the running sums, in round order and in float64
+        as if each had been added when it was made, with one device-to-host copy per score;
+        returns the last round's scores."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return {}
+        last: dict[str, float] = {}
+        for key in pending[0][1]:
+            values = torch.stack([scores[key] for _, scores in pending]).tolist()
+            total = self._sums[key]
+            for (size, _), value in zip(pending, values, strict=True):
+                total += value * size
+            self._sums[key], last[key] = total, values[-1]
+        self._samples += sum(size for size, _ in pending)
+        return last
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
@@ -157,6 +208,7 @@ class StreamingBoosterModule(pl.LightningModule):
     def progressive_scores(self) -> dict[str, float | None]:
         """Running means of the progressive loss and error rate over the examples trained on
         through this module (``None`` before the first batch; no error for regressors)."""
+        self._settle()
         keys = ("loss", "error") if self.booster.loss.is_classifier else ("loss",)
         return {key: self._sums[key] / self._samples if self._samples else None for key in keys}
 
@@ -215,6 +267,7 @@ class StreamingBoosterModule(pl.LightningModule):
                     "state_dict/load_state_dict) to resume mid-stream.")
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._settle()
         streams = [loader.state_dict() for loader in self._train_iterables()
                    if is_stateful(loader)]
         checkpoint[_CHECKPOINT_KEY] = {"sums": dict(self._sums), "samples": self._samples,
@@ -222,6 +275,7 @@ class StreamingBoosterModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint[_CHECKPOINT_KEY]
+        self._pending = []
         self._sums = dict(state["sums"])
         self._samples = int(state["samples"])
         self._pending_streams = state["streams"]
@@ -242,14 +296,21 @@ def train_iterables(trainer: pl.Trainer) -> list[Any]:
 
 
 def _global_scores(sync: Synchronizer, size: int,
-                   scores: dict[str, float]) -> tuple[int, dict[str, float]]:
+                   scores: dict[str, Tensor]) -> tuple[int, dict[str, Tensor]]:
     """Size and mean scores of the global batch from this rank's shard (one all-reduce)."""
-    totals = torch.tensor([size, *(value * size for value in scores.values())],
-                          dtype=torch.float64, device=sync.device)
+    totals = torch.stack([torch.tensor(float(size), dtype=torch.float64, device=sync.device),
+                          *(value.to(sync.device, torch.float64) * size
+                            for value in scores.values())])
     sync.sum_([totals])
     size = int(totals[0])
-    return size, {key: float(total) / size
-                  for key, total in zip(scores, totals[1:].tolist(), strict=True)}
+    return size, dict(zip(scores, totals[1:] / size, strict=True))
+
+
+def _host(value: float) -> Tensor:
+    """A value to log as a tensor in host memory, of the dtype Lightning gives a logged float:
+    Lightning reads progress-bar values back on every batch, a device sync per batch for a
+    value on a GPU."""
+    return torch.tensor(value, dtype=torch.get_default_dtype())
 
 
 def _resume_problem(loader: Any) -> str | None:

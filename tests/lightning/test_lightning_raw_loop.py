@@ -1,0 +1,79 @@
+"""The Lightning path against the plain loop: the same booster bit for bit, the same
+progressive scores, logging every ``log_every_n_steps`` steps, and the overhead benchmark."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from torchboost.lightning import StreamingBoosterModule
+
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "lightning_overhead.py"
+
+
+class _UnitsSeen(pl.Callback):
+    """``compute_units`` in ``callback_metrics`` after every batch."""
+
+    def __init__(self) -> None:
+        self.units: list[float | None] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        units = trainer.callback_metrics.get("compute_units")
+        self.units.append(None if units is None else float(units))
+
+
+@pytest.mark.parametrize("kind", ["sgb", "ogb_logistic"])
+def test_lightning_fit_equals_the_raw_loop_bit_for_bit(kind, regression, classification,
+                                                      make_booster, make_stream,
+                                                      trainer_kwargs, assert_identical):
+    data = regression if kind == "sgb" else classification
+    raw = make_booster(kind)
+    sums: dict[str, float] = {}
+    for x, y in make_stream(data):
+        for key, value in raw.score(raw.learn(x, y), y).items():
+            sums[key] = sums.get(key, 0.0) + value * x.shape[0]
+
+    booster = make_booster(kind)
+    module = StreamingBoosterModule(booster)
+    seen = _UnitsSeen()
+    trainer = pl.Trainer(**{**trainer_kwargs, "log_every_n_steps": 7}, callbacks=[seen])
+    trainer.fit(module, train_dataloaders=make_stream(data))
+
+    assert_identical(booster.state_dict(), raw.state_dict())
+    # the running sums add each round's score as score() gives it, in round order
+    assert module.progressive_scores() == {key: total / 2000 for key, total in sums.items()}
+    # logged at steps 7, 14, ..., 35 and at the last batch (40); unchanged in between
+    units_per_batch = 50 * 3 * booster.n_learners
+    assert seen.units == [None] * 6 + [units_per_batch * (7 * (step // 7) if step < 40 else 40)
+                                       for step in range(7, 41)]
+    assert trainer.callback_metrics["compute_units"] == booster.compute_units
+
+
+def test_round_scores_are_the_score_of_the_last_round(regression, make_booster, make_stream):
+    booster = make_booster("sgb")
+    with pytest.raises(RuntimeError, match="there was none"):
+        booster.round_scores(torch.zeros(3, 1))
+    x, y = next(iter(make_stream(regression)))
+    prediction = booster.learn(x, y)
+    scores = booster.round_scores(prediction)
+    assert all(torch.is_tensor(value) and value.ndim == 0 for value in scores.values())
+    assert {key: float(value) for key, value in scores.items()} == booster.score(prediction, y)
+
+
+def test_overhead_benchmark_times_identical_runs():
+    spec = importlib.util.spec_from_file_location("lightning_overhead", BENCHMARK)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)  # importing runs nothing
+    threads = torch.get_num_threads()
+    result = benchmark.measure(passes=1, repeats=1)
+    assert torch.get_num_threads() == threads
+    assert result["identical"] and result["data"] == "abalone"
+    assert result["steps"] == math.ceil(3759 / 32)
+    assert result["lightning_over_raw"] == pytest.approx(
+        result["lightning_seconds"] / result["raw_seconds"])
