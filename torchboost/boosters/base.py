@@ -380,11 +380,16 @@ class Booster(nn.Module, ABC):
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
-        out = self._run_learners(self.learners, x, n_learners)
+        out = self._run_learners(self._forward_learners, x, n_learners)
         if out.shape[-1] != self.out_dim:
             raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
                              f"{self.loss.name} loss with this problem needs {self.out_dim}")
         return out
+
+    def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """The first ``n_learners`` (all: ``None``) learners' outputs, ``(k, B, m)``: the
+        container's forward (:class:`~torchboost.StagewiseGB` stacks its frozen learners)."""
+        return self.learners(x, n_learners)
 
     def _run_learners(self, run: Any, x: Tensor, *args: Any) -> Tensor:
         """``run(x, *args)`` (the learners' forward), with torch's error on a fresh booster's

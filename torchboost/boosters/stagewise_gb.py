@@ -11,6 +11,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from torchboost.boosters.base import Round
+from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.sgb import SGB
 from torchboost.learners import WeakLearners
 
@@ -32,7 +33,9 @@ class StagewiseGB(SGB):
 
     :meth:`learn` trains the current stage on one batch, :meth:`next_stage` freezes it, and
     :meth:`fit` runs every stage to convergence over a re-iterable set of batches. Learners run in
-    ``mode="loop"`` because each stage steps only its own learner's optimizer.
+    ``mode="loop"`` because each stage steps only its own learner's optimizer; the frozen
+    learners are evaluated as one stacked call when they can be (same predictions up to
+    floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`).
     """
 
     supports_distributed = False
@@ -50,6 +53,7 @@ class StagewiseGB(SGB):
         kwargs["mode"] = "loop"
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
+        self._frozen = FrozenPrefix(self.learners)
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The current stage's learner alone, after the frozen earlier stages: one Adam step of
@@ -70,6 +74,16 @@ class StagewiseGB(SGB):
         """Prediction with the learners trained so far (stages ``0..stage``) by default."""
         return super().predict(x, int(self.stage) + 1 if n_learners is None else n_learners)
 
+    def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Learners ``0..k−1``: the frozen ones (``0..stage−1``) in one stacked call
+        (:class:`~torchboost.boosters.frozen_prefix.FrozenPrefix`), the others one by one."""
+        k = self.n_learners if n_learners is None else n_learners
+        frozen = min(k, int(self.stage))
+        if frozen < 1 or k > self.n_learners:
+            return super()._forward_learners(x, n_learners)
+        later = [self.learners.forward_one(j, x).unsqueeze(0) for j in range(frozen, k)]
+        return torch.cat([self._frozen(x, frozen), *later])
+
     def units_per_round_example(self) -> int:
         return int(self.stage) + 3
 
@@ -77,6 +91,8 @@ class StagewiseGB(SGB):
         """Freeze the current learner and start training the next one."""
         if int(self.stage) + 1 >= self.n_learners:
             raise ValueError(f"all {self.n_learners} stages are already trained")
+        for param in self.learners.learner(int(self.stage)).parameters():
+            param.grad = None  # a frozen learner keeps no gradient (it is never stepped again)
         self.stage += 1
 
     def fit(self, batches: Batches, *, max_epochs: int = 20, patience: int = 2,
@@ -132,14 +148,16 @@ class StagewiseGB(SGB):
 
     def _fit_epoch(self, batches: Iterable[tuple[Tensor, Tensor]],
                    on_batch_end: Callable[[StagewiseGB], None] | None) -> float:
-        total, count = 0.0, 0
+        """One epoch of the current stage; its mean fit loss, read from the device once."""
+        total, count = None, 0
         for x, y in batches:
             self.learn(x, y)
-            total += float(self.last_diagnostics["fit_error"][0]) * x.shape[0]
+            batch_error = self.last_diagnostics["fit_error"][0].double() * x.shape[0]
+            total = batch_error if total is None else total + batch_error
             count += x.shape[0]
             if on_batch_end is not None:
                 on_batch_end(self)
-        if count == 0:
+        if total is None:
             raise ValueError("no batches to fit on (an exhausted iterator? pass a list, a "
                              "DataLoader or a function returning a fresh iterable)")
-        return total / count
+        return float(total) / count
