@@ -18,7 +18,7 @@ def build(factory=lambda: TwoLayerNet(6, 4), stacked: bool = True, n: int = 5) -
     torch.manual_seed(0)
     gb = StagewiseGB(factory, "squared", n_learners=n, step=0.5, y0="mean", **ADAM)
     if not stacked:
-        gb._frozen.problem = "the reference: one learner after another"
+        gb.frozen_prefix.problem = "the reference: one learner after another"
     return gb
 
 
@@ -51,7 +51,7 @@ def test_stacked_prefix_equals_the_loop_over_stages_save_load_and_best_epoch_res
         for x, y in data[:5]:
             gb.learn(x, y)
     assert_same(stacked, loop, x_val)
-    assert stacked._frozen.problem is None and len(stacked._frozen._engine) == 2
+    assert stacked.frozen_prefix.problem is None and len(stacked.frozen_prefix._engine) == 2
 
     resumed = build()  # mid-stage checkpoint, loaded into a fresh booster
     resumed.load_state_dict(stacked.state_dict())
@@ -67,7 +67,7 @@ def test_stacked_prefix_equals_the_loop_over_stages_save_load_and_best_epoch_res
     assert [s["best_epoch"] for s in runs[0]] == [s["best_epoch"] for s in runs[1]]
     assert any(s["best_epoch"] != s["epochs"] for s in runs[0])  # a best epoch was restored
     assert_same(resumed, loop, x_val)
-    assert int(resumed.stage) == 4 and len(resumed._frozen._engine) == 4
+    assert int(resumed.stage) == 4 and len(resumed.frozen_prefix._engine) == 4
     # units charged as (i − 1) + 1 + 2 per example in stage i (1-based), whichever path ran
     before_fit = 192 * 3 + 192 * 4 + 80 * 5  # stages 0, 1 (12 batches of 16), 5 batches of 2
     assert resumed.compute_units == before_fit + sum((s["stage"] + 3) * s["epochs"] * 192
@@ -123,14 +123,14 @@ def test_unstackable_learners_run_the_loop():
     }
     data = batches(4)
     for reason, factory in cases.items():
-        stacked, loop = build(factory, n=3), build(factory, stacked=False, n=3)
+        stacked, loop = build(factory, n=4), build(factory, stacked=False, n=4)
         for gb in (stacked, loop):
-            for _ in range(2):
+            for _ in range(3):
                 for x, y in data:
                     gb.learn(x, y)
                 gb.next_stage()
-        assert stacked._frozen.problem is not None, reason
-        assert stacked._frozen.problem != loop._frozen.problem
+        assert stacked.frozen_prefix.problem is not None, reason
+        assert stacked.frozen_prefix.problem != loop.frozen_prefix.problem
         assert_same(stacked, loop, data[0][0])
 
 

@@ -61,7 +61,8 @@ class FrozenPrefix:
 
     def __init__(self, learners: WeakLearners) -> None:
         self.learners = learners
-        #: why the learners run as a loop (``None``: stacked)
+        #: why the learners run as a loop (``None``: stacked); setting a reason forces the loop
+        #: (the reference path of the tests and of ``benchmarks/stagewise_cost.py``)
         self.problem: str | None = None
         self._engine: _Refillable | None = None
         self._engine_mode: bool | None = None

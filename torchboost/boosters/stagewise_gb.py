@@ -53,7 +53,9 @@ class StagewiseGB(SGB):
         kwargs["mode"] = "loop"
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
-        self._frozen = FrozenPrefix(self.learners)
+        #: the frozen learners, evaluated stacked when they can be (``frozen_prefix.problem``: why
+        #: not)
+        self.frozen_prefix = FrozenPrefix(self.learners)
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The current stage's learner alone, after the frozen earlier stages: one Adam step of
@@ -76,13 +78,14 @@ class StagewiseGB(SGB):
 
     def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """Learners ``0..k−1``: the frozen ones (``0..stage−1``) in one stacked call
-        (:class:`~torchboost.boosters.frozen_prefix.FrozenPrefix`), the others one by one."""
+        (:class:`~torchboost.boosters.frozen_prefix.FrozenPrefix`) when there are two or more
+        (one alone is cheaper as it is), the others one by one."""
         k = self.n_learners if n_learners is None else n_learners
         frozen = min(k, int(self.stage))
-        if frozen < 1 or k > self.n_learners:
+        if frozen < 2 or k > self.n_learners:
             return super()._forward_learners(x, n_learners)
         later = [self.learners.forward_one(j, x).unsqueeze(0) for j in range(frozen, k)]
-        return torch.cat([self._frozen(x, frozen), *later])
+        return torch.cat([self.frozen_prefix(x, frozen), *later])
 
     def units_per_round_example(self) -> int:
         return int(self.stage) + 3
