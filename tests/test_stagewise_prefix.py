@@ -33,7 +33,8 @@ def batches(count: int = 12, seed: int = 1) -> list[tuple[torch.Tensor, torch.Te
 
 def assert_same(a: StagewiseGB, b: StagewiseGB, x: torch.Tensor) -> None:
     assert a.compute_units == b.compute_units and int(a.stage) == int(b.stage)
-    torch.testing.assert_close(a.predict(x), b.predict(x), **TOL)
+    for n in (None, 1, 2, a.n_learners):  # anytime predictions: a slice of the stack, or more
+        torch.testing.assert_close(a.predict(x, n), b.predict(x, n), **TOL)
     for (name, pa), pb in zip(a.learners.named_parameters(), b.learners.parameters(), strict=True):
         torch.testing.assert_close(pa, pb, **TOL, msg=name)
 
