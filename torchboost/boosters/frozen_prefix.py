@@ -46,9 +46,10 @@ class _Refillable(StackedEngine):
 
     def holds(self, sources: dict[str, list[Tensor]]) -> bool:
         """Whether the stacked tensors have the device and dtype of ``sources``."""
-        params, _ = self._stacked(1)
-        return all(rows.device == sources[name][0].device and rows.dtype == sources[name][0].dtype
-                   for name, rows in params.items())
+        return all(stacked.device == sources[name][0].device
+                   and stacked.dtype == sources[name][0].dtype
+                   for name, stacked in zip(self._param_names, self.stacked_params.values(),
+                                            strict=True))
 
 
 class FrozenPrefix:
