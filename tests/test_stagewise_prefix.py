@@ -156,3 +156,20 @@ def test_stacked_prefix_on_cuda_equals_the_loop():
                 gb.learn(x, y)
             gb.next_stage()
     assert_same(stacked, loop, data[0][0])
+
+
+def test_learners_step_fused_by_default_and_unfused_checkpoints_still_load():
+    fused = build()
+    assert all(opt.defaults["fused"] for opt in fused.learners.optimizers)
+    torch.manual_seed(0)
+    unfused = StagewiseGB(lambda: TwoLayerNet(6, 4), "squared", n_learners=5, step=0.5,
+                          y0="mean", optimizer_kwargs={"lr": 0.1, "foreach": False})
+    assert not any(opt.defaults["fused"] for opt in unfused.learners.optimizers)
+    for gb in (fused, unfused):
+        for x, y in batches(3):
+            gb.learn(x, y)
+    fused.load_state_dict(unfused.state_dict())  # as a checkpoint saved before fused steps
+    assert_same(fused, unfused, batches(1)[0][0])
+    for gb in (fused, unfused):
+        gb.learn(*batches(1, seed=3)[0])
+    assert_same(fused, unfused, batches(1)[0][0])

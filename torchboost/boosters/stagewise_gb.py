@@ -14,6 +14,7 @@ from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.sgb import SGB
 from torchboost.learners import WeakLearners
+from torchboost.learners.optimizers import FUSED_OPTIMIZERS
 
 __all__ = ["StagewiseGB"]
 
@@ -35,7 +36,11 @@ class StagewiseGB(SGB):
     :meth:`fit` runs every stage to convergence over a re-iterable set of batches. Learners run in
     ``mode="loop"`` because each stage steps only its own learner's optimizer; the frozen
     learners are evaluated as one stacked call when they can be (same predictions up to
-    floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`).
+    floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`). Each
+    learner's optimizer runs torch's fused implementation where there is one (Adam, AdamW, SGD,
+    Adagrad), as :class:`~torchboost.SGB`'s stacked learners do, unless ``optimizer_kwargs``
+    choose ``fused`` or ``foreach`` (a learner built for it: same arithmetic up to rounding,
+    about 10 % of a round on keggundirected).
     """
 
     supports_distributed = False
@@ -51,6 +56,9 @@ class StagewiseGB(SGB):
             raise ValueError("StagewiseGB steps one learner at a time; build its WeakLearners "
                              "with mode='loop'")
         kwargs["mode"] = "loop"
+        if not isinstance(learners, WeakLearners):
+            kwargs["optimizer_kwargs"] = _fused_by_default(
+                kwargs.get("optimizer", torch.optim.Adam), kwargs.get("optimizer_kwargs"))
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
         #: the frozen learners, evaluated stacked when they can be (``frozen_prefix.problem``: why
@@ -164,3 +172,13 @@ class StagewiseGB(SGB):
             raise ValueError("no batches to fit on (an exhausted iterator? pass a list, a "
                              "DataLoader or a function returning a fresh iterable)")
         return float(total) / count
+
+
+def _fused_by_default(optimizer: type[torch.optim.Optimizer],
+                      options: dict[str, Any] | None) -> dict[str, Any]:
+    """``options`` with ``fused=True`` for an optimizer torch fuses, unless they choose an
+    implementation (``fused`` or ``foreach``) themselves."""
+    options = dict(options or {})
+    if optimizer in FUSED_OPTIMIZERS and "fused" not in options and "foreach" not in options:
+        options["fused"] = True
+    return options
