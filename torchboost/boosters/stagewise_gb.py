@@ -39,8 +39,8 @@ class StagewiseGB(SGB):
     floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`). Each
     learner's optimizer runs torch's fused implementation where there is one (Adam, AdamW, SGD,
     Adagrad), as :class:`~torchboost.SGB`'s stacked learners do, unless ``optimizer_kwargs``
-    choose ``fused`` or ``foreach`` (a learner built for it: same arithmetic up to rounding,
-    about 10 % of a round on keggundirected).
+    choose ``fused`` or ``foreach`` or the learners come as a ready ``WeakLearners`` (the same
+    arithmetic up to rounding; about 10 % of a GB round on keggundirected).
     """
 
     supports_distributed = False
