@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -166,7 +167,7 @@ class WeakLearners(nn.Module):
     def dtype(self) -> torch.dtype:
         """The learners' floating dtype (that of their first floating parameter or buffer;
         the default dtype when they have none): features are cast to it."""
-        for tensor in (*self.parameters(), *self.buffers()):
+        for tensor in itertools.chain(self.parameters(), self.buffers()):
             if tensor.is_floating_point():
                 return tensor.dtype
         return torch.get_default_dtype()
@@ -194,7 +195,7 @@ class WeakLearners(nn.Module):
     def step(self, loss: Tensor, index: int | None = None) -> None:
         """Back-propagate ``loss`` (a scalar summing the learners' own losses) and step the
         optimizers: every learner's, or only learner ``index``'s (``mode='loop'`` only)."""
-        self.engine.zero_grad()
+        self._zero_grad(index)
         loss.backward()
         self.engine.optimizer_step(index)
 
@@ -204,11 +205,22 @@ class WeakLearners(nn.Module):
         returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``.
         With ``sync``, the parameter gradients are summed over the data-parallel replicas (one
         coalesced all-reduce) before the optimizers step."""
-        self.engine.zero_grad()
+        self._zero_grad(index)
         outputs.backward(output_grad)
         if sync is not None:
             sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
         self.engine.optimizer_step(index)
+
+    def _zero_grad(self, index: int | None) -> None:
+        """Clear the gradients before a step: every learner's, or in ``mode='loop'`` only those
+        of the parameters of learner ``index``'s optimizer (the others are not stepped, and
+        walking every learner's modules costs O(N) per round)."""
+        if index is None or self.mode != "loop":
+            self.engine.zero_grad()
+            return
+        for group in self.engine.optimizers[index].param_groups:
+            for param in group["params"]:
+                param.grad = None
 
     def learner(self, index: int) -> nn.Module:
         """Learner ``index`` as an ``nn.Module`` (a copy in stacked mode)."""
