@@ -44,10 +44,8 @@ units (and geometrically early on); wall seconds are training time, evaluations 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +58,7 @@ from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import METHODS, ExperimentConfig, load_dataset
 from torchboost.data import Dataset, DataStream, MultiPassStream
 from torchboost.lightning.compare import build_seeded, fit_streaming
+from torchboost.lightning.cuda_check import plain_cuda_check
 from torchboost.lightning.scalars import tag
 from torchboost.lightning.stagewise import run_stagewise
 from torchboost.lightning.stopping import ConvergenceCallback, StoppingRule
@@ -173,33 +172,7 @@ def parameter_count(booster: Booster) -> int:
     return sum(p.numel() for p in booster.learners.parameters())
 
 
-#: set to ``"1"`` by Lightning on import: ``torch.cuda.is_available()`` asks NVML (fork-safe)
-_NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
-
-
-@contextmanager
-def _plain_cuda_check() -> Iterator[None]:
-    """Without CUDA, switch off Lightning's NVML-based CUDA check inside the block.
-
-    Lightning sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` on import so that checking for CUDA does
-    not initialise it before a fork. torch's Adam asks whether an accelerator is available at
-    every ``step()``, and until CUDA is initialised that answer is not cached: on a machine
-    without CUDA each step then tries to load NVML again, about 15 % of a stagewise GB round on
-    keggundirected (measured in-process, alternating, results bit-identical). Without CUDA
-    there is nothing a fork could inherit, so the plain check runs; the variable is restored
-    on exit."""
-    saved = os.environ.get(_NVML_CHECK)
-    if saved != "1" or torch.cuda.is_available():
-        yield
-        return
-    os.environ[_NVML_CHECK] = "0"
-    try:
-        yield
-    finally:
-        os.environ[_NVML_CHECK] = saved
-
-
-@_plain_cuda_check()
+@plain_cuda_check()
 def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
                    dataset: Dataset | None = None) -> dict[str, Any]:
     """Run every configured method to convergence (module docstring), evaluated on the test set

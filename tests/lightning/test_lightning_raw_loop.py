@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,20 @@ def test_overhead_benchmark_times_identical_runs():
     assert result["steps"] == math.ceil(3759 / 32)
     assert result["lightning_over_raw"] == pytest.approx(
         result["lightning_seconds"] / result["raw_seconds"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the NVML check stays on where CUDA exists")
+def test_fit_runs_torchs_plain_cuda_check_without_cuda(regression, make_booster, make_stream,
+                                                       trainer_kwargs, monkeypatch):
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # as Lightning's import sets it
+    seen: list[str | None] = []
+
+    class _Check(pl.Callback):
+        def on_train_batch_start(self, *args: Any) -> None:
+            seen.append(os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"))
+
+    module = StreamingBoosterModule(make_booster("sgb"))
+    pl.Trainer(**trainer_kwargs, callbacks=[_Check()]).fit(
+        module, train_dataloaders=make_stream(regression))
+    assert seen and set(seen) == {"0"}
+    assert os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"  # restored after the fit

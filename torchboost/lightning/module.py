@@ -17,6 +17,7 @@ from torchboost.boosters import Booster
 from torchboost.chaining.streaming import ChainingBooster
 from torchboost.data.stream import is_stateful
 from torchboost.distributed import ProcessGroupSync, Synchronizer
+from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
 
 __all__ = ["StreamingBoosterModule"]
@@ -132,6 +133,8 @@ class StreamingBoosterModule(pl.LightningModule):
         #: (batch size, scores as 0-dim tensors) of the rounds not yet in ``_sums``
         self._pending: list[tuple[int, dict[str, Tensor]]] = []
         self._pending_streams: list[dict[str, Any]] = []
+        #: whether :meth:`on_fit_start` switched to torch's plain CUDA check
+        self._plain_cuda_check = False
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets this plain string before and after each of the ~10 hooks it calls per
@@ -214,7 +217,11 @@ class StreamingBoosterModule(pl.LightningModule):
 
     def on_fit_start(self) -> None:
         """With more than one process, makes the booster a synchronised replica and turns DDP's
-        gradient averaging off (see "Several processes" above)."""
+        gradient averaging off (see "Several processes" above). Without CUDA, torch's plain
+        CUDA check replaces Lightning's NVML-based one until :meth:`teardown`
+        (:mod:`~torchboost.lightning.cuda_check`): it would cost every round about 15 %."""
+        restore_cuda_check(self._plain_cuda_check)
+        self._plain_cuda_check = use_plain_cuda_check()
         if self.trainer.world_size == 1:
             return
         model = self.trainer.model
@@ -229,6 +236,8 @@ class StreamingBoosterModule(pl.LightningModule):
     def teardown(self, stage: str) -> None:
         """Takes the synchronizer off the booster: after the fit it learns alone again."""
         self.booster.distribute(None)
+        restore_cuda_check(self._plain_cuda_check)
+        self._plain_cuda_check = False
 
     def on_train_start(self) -> None:
         """Shards the training stream across the processes, puts it where the checkpoint left
