@@ -38,6 +38,7 @@ import torch
 from torchboost import SGB, TwoLayerNet
 from torchboost.data import DataStream, MultiPassStream, load_abalone, synthetic_regression
 from torchboost.lightning import StreamingBoosterModule
+from torchboost.lightning.cuda_check import plain_cuda_check
 
 #: ABALONE's settings in :data:`torchboost.configs.DATASETS` (Hu et al. 2017, Sec. 6.2).
 N_LEARNERS, HIDDEN, BATCH, LR = 16, 1, 32, 1e-2
@@ -77,9 +78,11 @@ def lightning_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
 
 
 def raw_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
-    """The plain loop."""
-    for x, y in stream:
-        booster.learn(x, y)
+    """The plain loop, as in a process that never imported Lightning: with torch's plain CUDA
+    check (importing Lightning switches on an NVML-based one that costs every Adam step)."""
+    with plain_cuda_check():
+        for x, y in stream:
+            booster.learn(x, y)
 
 
 def _timed(run: Callable[[SGB, MultiPassStream, str], None], x: torch.Tensor, y: torch.Tensor,

@@ -1,4 +1,6 @@
-"""Samples/s of one SGB streaming step: stacked vs loop vs a monolithic network.
+"""Samples/s of one SGB streaming step: stacked vs loop vs a monolithic network, and in the
+same run the other costs of issue 13: ``torch.compile`` vs eager, the Lightning path vs the raw
+loop, and stagewise GB's seconds per batch by stage — one JSON.
 
 The SLICE shape of the SGB paper: 384 inputs, two-layer learners with 10 hidden units (leaky
 ReLU), batch 256. The monolithic reference is one ``384 → 10N → 1`` network (the same parameter
@@ -12,6 +14,12 @@ It also reports the extra cost per round of SGB's second-order options on a 10-c
 problem of the same shape (``newton_overhead``: ``targets="newton"``; ``learned_overhead``:
 ``targets="newton", step="learned"``; both relative to gradient targets with a fixed step),
 timed in alternating windows so that load from other processes hits every variant alike.
+
+The other sections come from their own scripts, run here with the same device and threads:
+``compile`` (the stacked step with ``compile=True`` over eager, for ``--compile-n``),
+``stagewise`` (:mod:`stagewise_cost`: GB's frozen learners as a loop vs one stacked call) and
+``lightning`` (:mod:`lightning_overhead`: ``trainer.fit`` vs the plain loop on an ABALONE-sized
+SGB). On a GPU machine ``--device cuda`` fills every section.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import stagewise_cost
 import torch
 from torch import nn
 
@@ -121,6 +130,25 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
     return rows
 
 
+def compile_speedups(ns: list[int], device: str, min_seconds: float,
+                     repeats: int) -> list[dict]:
+    """The stacked step with ``compile=True`` against eager (compiled before the timing)."""
+    rows = []
+    for n in ns:
+        steps = {"eager": booster_step(n, "stacked", device),
+                 "compiled": booster_step(n, "stacked", device, compile=True)}
+        start = time.perf_counter()
+        steps["compiled"]()
+        first_call = time.perf_counter() - start
+        seconds = interleaved(steps, device, min_seconds * len(steps), repeats)
+        rows.append({"device": device, "n_learners": n,
+                     "compiled_over_eager": seconds["eager"] / seconds["compiled"],
+                     "first_compiled_call_seconds": first_call})
+        print(f"{device:5s} N={n:4d}  compiled/eager speed {rows[-1]['compiled_over_eager']:.2f}"
+              f"  (first call {first_call:.0f} s)", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64, 256])
@@ -129,16 +157,35 @@ def main() -> None:
                         help="timing seconds per cell (split into --repeats windows)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="alternating timing windows per cell; medians are reported")
+    parser.add_argument("--compile-n", type=int, nargs="*", default=[64],
+                        help="N for the compile-vs-eager section (none: skip it)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: as is)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     rows = [r for d in devices for r in measure(args.n, d, args.seconds, args.repeats)]
+    compiled = [r for d in devices
+                for r in compile_speedups(args.compile_n, d, args.seconds, args.repeats)]
+    stagewise = [stagewise_cost.measure([n for n in args.n if n > 2], d, threads=None,
+                                        repeats=args.repeats) for d in devices]
+    # Imported last: importing Lightning switches torch to an NVML-based CUDA check that costs
+    # every Adam step on a machine without CUDA (torchboost.lightning.cuda_check)
+    import lightning_overhead
+    lightning = [lightning_overhead.measure(repeats=args.repeats, device=d, threads=None)
+                 for d in devices]
+    for d, report in zip(devices, lightning, strict=True):
+        print(f"{d:5s} Lightning/raw {report['lightning_over_raw']:.3f}"
+              f" (CPU seconds {report['lightning_over_raw_cpu']:.3f})", flush=True)
     meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "batch": BATCH, "in_features": IN_FEATURES, "hidden": HIDDEN}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    report = {"meta": meta, "rows": rows, "compile": compiled, "stagewise": stagewise,
+              "lightning": lightning}
+    args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
 
 
