@@ -81,7 +81,7 @@ class RunningMoments(nn.Module):
         they are (:meth:`commit` stores them)."""
         k, device = values.shape[1], values.device
         n = torch.tensor([float(values[:, :1].numel())], dtype=torch.float64, device=device)
-        if self.count == 0:  # the first batch: its (global) mean is the shift
+        if not self.started:  # the first batch: its (global) mean is the shift
             total = torch.cat([values.double().sum([0, *range(2, values.ndim)]), n])
             if sync is not None:
                 sync.sum_([total])
@@ -95,6 +95,11 @@ class RunningMoments(nn.Module):
             sync.sum_([s1, s2, n])
         total = count + n[0]
         return total, mean + s1 / total, sq_dev + s2 - s1.square() / total
+
+    @property
+    def started(self) -> bool:
+        """Whether a batch was added (read from the statistics' size: no device sync)."""
+        return self.mean.numel() > 0
 
     @torch.no_grad()
     def commit(self, count: Tensor, mean: Tensor, sq_dev: Tensor) -> None:
@@ -145,7 +150,7 @@ class Standardizer(nn.Module):
         x = _standardize(x, features[1], _scale(*features))
         if self.labels is None:
             return x, z, _identity
-        seen = self.labels.count > 0
+        seen = self.labels.started
         mean = self.labels.mean.clone() if seen else torch.zeros_like(z[0], dtype=torch.float64)
         scale = self.labels.scale() if seen else torch.zeros_like(mean)
         labels = self.labels.updated(z, sync)
@@ -160,7 +165,7 @@ class Standardizer(nn.Module):
 
     def inputs(self, x: Tensor) -> Tensor:
         """Features standardised with the current statistics (as given before any round)."""
-        if self.features.count == 0:
+        if not self.features.started:
             return x
         return _standardize(x, self.features.mean, self.features.scale())
 
@@ -169,7 +174,7 @@ class Standardizer(nn.Module):
         0 before any label was seen)."""
         if self.labels is None:
             return y
-        if self.labels.count == 0:
+        if not self.labels.started:
             return torch.zeros_like(y)
         return _unscale(y, self.labels.mean, self.labels.scale())
 
