@@ -63,12 +63,6 @@ class RunningMoments(nn.Module):
         self.register_buffer("mean", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("sq_dev", torch.zeros(0, dtype=torch.float64))
 
-    @staticmethod
-    def _sums(values: Tensor, center: Tensor) -> tuple[Tensor, Tensor]:
-        dims = [0, *range(2, values.ndim)]
-        dev = values.double() - center.view(1, -1, *([1] * (values.ndim - 2)))
-        return dev.sum(dims), dev.square().sum(dims)
-
     @torch.no_grad()
     def update(self, values: Tensor, sync: Synchronizer | None = None) -> None:
         """Add a batch ``(B, k, ...)`` (all replicas' shards with ``sync``)."""
@@ -79,18 +73,26 @@ class RunningMoments(nn.Module):
                 sync: Synchronizer | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """The count, mean and squared deviations after adding a batch, leaving the buffers as
         they are (:meth:`commit` stores them)."""
-        k, device = values.shape[1], values.device
-        n = torch.tensor([float(values[:, :1].numel())], dtype=torch.float64, device=device)
+        dims = [0, *range(2, values.ndim)]
+        size = values[:, :1].numel()
+        # the batch's own moments, in the values' precision (two passes; torch.var_mean over
+        # the batch dimension is several times slower on CPU)
+        batch_mean = values.mean(dims, keepdim=True)
+        batch_sq_dev = (values - batch_mean).square().sum(dims).double()
+        batch_mean = batch_mean.reshape(-1).double()
+        n = torch.full((1,), float(size), dtype=torch.float64, device=values.device)
         if not self.started:  # the first batch: its (global) mean is the shift
-            total = torch.cat([values.double().sum([0, *range(2, values.ndim)]), n])
+            mean = batch_mean
             if sync is not None:
+                total = torch.cat([batch_mean * size, n])
                 sync.sum_([total])
-            count, mean, sq_dev = (torch.zeros((), dtype=torch.float64, device=device),
-                                   total[:k] / total[k], torch.zeros(k, dtype=torch.float64,
-                                                                     device=device))
+                mean = total[:-1] / total[-1]
+            count, sq_dev = torch.zeros_like(n[0]), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
-        s1, s2 = self._sums(values, mean)
+        # sums of the deviations from the shift and of their squares (Chan et al.'s update)
+        delta = batch_mean - mean
+        s1, s2 = size * delta, batch_sq_dev + size * delta.square()
         if sync is not None:
             sync.sum_([s1, s2, n])
         total = count + n[0]
@@ -190,9 +192,11 @@ def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
 
 
 def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
-    """``(values − mean) / scale`` along dimension 1, in the values' dtype."""
+    """``(values − mean) / scale`` along dimension 1, in the values' dtype (the statistics
+    rounded to it: the difference of two nearby numbers is exact, so this keeps every digit
+    the values have)."""
     shape = (1, -1, *([1] * (values.ndim - 2)))
-    return ((values.double() - mean.view(shape)) / scale.view(shape)).to(values.dtype)
+    return (values - mean.to(values.dtype).view(shape)) / scale.to(values.dtype).view(shape)
 
 
 def _identity(y: Tensor) -> Tensor:
