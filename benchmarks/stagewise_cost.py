@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved
 
 from torchboost import StagewiseGB, TwoLayerNet
 
-IN_FEATURES, HIDDEN, BATCH = 384, 10, 256
 VARIANTS = ("loop", "stacked")
 
 
@@ -50,20 +49,8 @@ def gb_round(n: int, stage: int, variant: str, device: str) -> Callable[[], None
     return lambda: gb.learn(x, y)
 
 
-def _window(step: Callable[[], None], device: str, seconds: float) -> float:
-    """Mean seconds per call over one window of at least ``seconds`` (and 3 calls)."""
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    sync()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds or calls < 3:
-        step()
-        calls += 1
-    sync()
-    return (time.perf_counter() - start) / calls
-
-
 def measure(n_learners: Sequence[int] = (8, 64, 256), device: str = "cpu", *,
-            window_seconds: float = 0.2, repeats: int = 5, warmup: int = 3,
+            window_seconds: float = 0.2, repeats: int = 5,
             threads: int | None = 1) -> dict[str, Any]:
     """Seconds per batch of GB in a few stages (:func:`stages_of`) for each ``n`` in
     ``n_learners``, loop vs stacked frozen learners, medians of ``repeats`` alternating windows
@@ -82,14 +69,7 @@ def measure(n_learners: Sequence[int] = (8, 64, 256), device: str = "cpu", *,
         for n in n_learners:
             for stage in stages_of(n):
                 steps = {v: gb_round(n, stage, v, device) for v in VARIANTS}
-                for step in steps.values():
-                    for _ in range(warmup):
-                        step()
-                times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-                for _ in range(repeats):
-                    for variant, step in steps.items():
-                        times[variant].append(_window(step, device, window_seconds))
-                median = {v: sorted(t)[len(t) // 2] for v, t in times.items()}
+                median = interleaved(steps, device, window_seconds * repeats, repeats)
                 results.append({"n": n, "stage": stage, "loop_s": median["loop"],
                                 "stacked_s": median["stacked"],
                                 "speedup": median["loop"] / median["stacked"]})

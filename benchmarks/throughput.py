@@ -36,26 +36,11 @@ from pathlib import Path
 
 import stagewise_cost
 import torch
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved
 from torch import nn
 
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
-
-IN_FEATURES, HIDDEN, BATCH = 384, 10, 256
-
-
-def _time(step: Callable[[], None], device: str, min_seconds: float, warmup: int = 3) -> float:
-    """Median seconds per call over repeated timing windows."""
-    for _ in range(warmup):
-        step()
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    sync()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < min_seconds or calls < 5:
-        step()
-        calls += 1
-    sync()
-    return (time.perf_counter() - start) / calls
 
 
 def booster_step(n: int, mode: str, device: str, classes: int = 0,
@@ -74,17 +59,6 @@ def booster_step(n: int, mode: str, device: str, classes: int = 0,
 
 SECOND_ORDER = {"gradient": {"step": 0.5}, "newton": {"targets": "newton"},
                 "learned": {"targets": "newton", "step": "learned"}}
-
-
-def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: float,
-                repeats: int) -> dict[str, float]:
-    """Median seconds per call of each step over ``repeats`` alternating windows (``min_seconds``
-    in all per step), so that load from other processes hits every step alike."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            times[name].append(_time(step, device, min_seconds / repeats))
-    return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 
 def second_order_overheads(n: int, device: str, min_seconds: float,
