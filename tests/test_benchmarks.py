@@ -1,0 +1,42 @@
+"""The throughput benchmark's sections run and report what they say (tiny windows: these are
+not timings)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def benchmarks(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import stagewise_cost
+    import throughput
+    yield throughput, stagewise_cost
+    for name in ("throughput", "stagewise_cost", "common"):
+        sys.modules.pop(name, None)
+
+
+def test_throughput_rows_compare_stacked_loop_and_monolithic(benchmarks):
+    throughput, _ = benchmarks
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (row,) = throughput.measure([2], "cpu", 0.01, 1)
+    assert row["n_learners"] == 2
+    assert all(row[name] > 0 for name in ("stacked", "loop", "monolithic"))
+    assert row["stacked_over_loop"] == pytest.approx(row["stacked"] / row["loop"])
+    assert row["stacked_over_monolithic"] == pytest.approx(row["stacked"] / row["monolithic"])
+    assert {"standardize_overhead", "newton_overhead", "learned_overhead"} <= row.keys()
+
+
+def test_stagewise_cost_times_loop_and_stacked_prefix_per_stage(benchmarks):
+    _, stagewise_cost = benchmarks
+    report = stagewise_cost.measure([4], window_seconds=0.005, repeats=1)
+    assert [r["stage"] for r in report["results"]] == [2, 3]  # stages_of(4)
+    for r in report["results"]:
+        assert r["speedup"] == pytest.approx(r["loop_s"] / r["stacked_s"])
