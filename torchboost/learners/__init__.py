@@ -1,5 +1,6 @@
 """Weak-learner containers and ready-made weak-learner modules."""
 
+from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.modules import BoundedOutput, ConvNet, TwoLayerNet
 from torchboost.learners.optimizers import ELEMENTWISE_OPTIMIZERS, OptimizerSpec
@@ -10,6 +11,7 @@ from torchboost.learners.weak_learners import LearnerSource, WeakLearners
 __all__ = [
     "ELEMENTWISE_OPTIMIZERS",
     "BoundedOutput",
+    "COCOBBackprop",
     "ConvNet",
     "LearnerSource",
     "LoopEngine",

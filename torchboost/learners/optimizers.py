@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchboost.learners.cocob import COCOBBackprop
+
 __all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "OptimizerSpec"]
 
 #: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
@@ -25,6 +27,7 @@ ELEMENTWISE_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
     torch.optim.RAdam,
     torch.optim.RMSprop,
     torch.optim.Adagrad,
+    COCOBBackprop,
 )
 
 
