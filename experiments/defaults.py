@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python experiments/defaults.py            # ~8 min on 2 CPU cores
     python experiments/defaults.py --streams abalone pol --workers 1
+    OMP_NUM_THREADS=1 python experiments/defaults.py --optimizer cocob   # ~2 min
 
 Every stream is fed to ``SGB`` as a new user would: raw features and raw targets (no
 standardisation outside the booster), seeded passes of a seeded random order, N = 8 learners of
@@ -29,6 +30,12 @@ mean for regression, the majority class for classification). Writes
 ``experiments/results/defaults/defaults.json`` (every run, the chosen defaults and the checks of
 issue 14's targets) and ``defaults.png`` (metric after one pass vs learning rate per stream,
 the default marked).
+
+``--optimizer cocob`` instead runs the learning-rate-free
+:class:`~torchboost.learners.COCOBBackprop` once per stream at the centre's other settings
+(``standardize`` on) and compares it, after one pass, with the Adam learning-rate grid of the
+saved ``defaults.json``: the grid's best, Adam at lr 3e-2 and whether COCOB is within 10 % of
+the best. Writes ``experiments/results/defaults/cocob.json``.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from torchboost.data import (
     load_mnist,
     synthetic_regression,
 )
+from torchboost.learners import COCOBBackprop
 from torchboost.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,9 +119,10 @@ def run(name: str, settings: dict[str, Any], max_train: int) -> dict[str, Any]:
     learner.activation = settings["activation"]
     torch.manual_seed(0)
     factory = learner.factory(ds, 10 if loss == "softmax" else 1)
+    optimizer = {"optimizer": COCOBBackprop} if settings["lr"] is None else {
+        "optimizer_kwargs": {"lr": settings["lr"]}}
     booster = SGB(factory, loss, n_learners=N_LEARNERS, n_outputs=10 if loss == "softmax" else 1,
-                  optimizer_kwargs={"lr": settings["lr"]}, standardize=settings["standardize"],
-                  stall_window=None)
+                  standardize=settings["standardize"], stall_window=None, **optimizer)
     booster.step *= settings["step"]
     gen = torch.Generator().manual_seed(1)
     out: dict[str, Any] = {"stream": name, **settings}
@@ -193,6 +202,27 @@ def summarize(results: list[dict[str, Any]], constants: dict[str, float]) -> dic
     return {"defaults": chosen, "ranking": ranking, "checks": checks}
 
 
+def compare(results: list[dict[str, Any]], adam: list[dict[str, Any]],
+            constants: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Per stream: COCOB's metric (``lr`` None) against the Adam runs of the centre's other
+    settings with ``standardize`` on (the lr grid): the grid's best and lr 3e-2, after 1 pass."""
+    rows = {}
+    for cocob in results:
+        stream = cocob["stream"]
+        grid = [r for r in adam if r["stream"] == stream and r["standardize"]
+                and all(r[k] == CENTRE[k] for k in ("step", "batch", "activation"))]
+        best = min(grid, key=lambda r: r["pass1"])
+        rows[stream] = {"cocob_pass1": cocob["pass1"], "cocob_pass3": cocob["pass3"],
+                        "adam_best_pass1": best["pass1"], "adam_best_lr": best["lr"],
+                        "adam_best_pass3": min(r["pass3"] for r in grid),
+                        "adam_3e-2_pass1": next(r["pass1"] for r in grid if r["lr"] == 3e-2),
+                        "constant": constants[stream],
+                        "ratio_to_adam_best_pass1": cocob["pass1"] / best["pass1"],
+                        "within_10pct": cocob["pass1"] <= 1.1 * best["pass1"],
+                        "beats_constant": cocob["pass1"] < constants[stream]}
+    return rows
+
+
 def plot(results: list[dict[str, Any]], constants: dict[str, float],
          defaults: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
@@ -228,16 +258,31 @@ def main() -> None:
     parser.add_argument("--max-train", type=int, default=8000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--replot", action="store_true", help="redraw the figure from the JSON")
+    parser.add_argument("--optimizer", choices=("adam", "cocob"), default="adam",
+                        help="cocob: one COCOB-Backprop run per stream, compared with Adam's grid")
     args = parser.parse_args()
     if args.replot:
         saved = json.loads((OUT / "defaults.json").read_text())
         plot(saved["runs"], saved["constants"], saved["defaults"])
         return
-    jobs = [(s, settings, args.max_train) for s in args.streams for settings in design()]
+    cocob = [{**CENTRE, "lr": None, "standardize": True}]  # lr None: COCOB-Backprop
+    runs = cocob if args.optimizer == "cocob" else design()
+    jobs = [(s, settings, args.max_train) for s in args.streams for settings in runs]
     start = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
         results = pool.map(_job, jobs, chunksize=1)
     constants = {s: constant_metric(*load(s, args.max_train)[::3]) for s in args.streams}
+    if args.optimizer == "cocob":
+        adam = json.loads((OUT / "defaults.json").read_text())["runs"]
+        table = compare(results, adam, constants)
+        (OUT / "cocob.json").write_text(json.dumps({
+            "command": "python experiments/defaults.py --optimizer cocob",
+            "optimizer": "COCOBBackprop(alpha=100)", "n_learners": N_LEARNERS,
+            "max_train": args.max_train, "max_test": MAX_TEST, "settings": runs[0],
+            "comparison": table, "runs": results,
+            "seconds": time.perf_counter() - start}, indent=1) + "\n")
+        print(json.dumps(table, indent=1))
+        return
     summary = summarize(results, constants)
     OUT.mkdir(parents=True, exist_ok=True)
     payload = {"command": "python experiments/defaults.py", "n_learners": N_LEARNERS,
