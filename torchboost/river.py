@@ -51,6 +51,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
 
 from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
 from torchboost.boosters import Booster
+from torchboost.boosters.sgb import DEFAULT_LR
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
@@ -70,7 +71,7 @@ class _RiverBoosting:
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = 3e-2, batch_size: int = 32, seed: int = 0,
+                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | None = None) -> None:
         if batch_size < 1:
@@ -234,7 +235,7 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  activation: str = "sigmoid", learner: LearnerFactory | None = None,
                  loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = 3e-2, batch_size: int = 32, seed: int = 0,
+                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | None = None) -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,

@@ -61,6 +61,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
 
 from torchboost._adapters import BOOSTERS, LearnerFactory, build_booster, threads, torch_dtype
 from torchboost.boosters import Booster
+from torchboost.boosters.sgb import DEFAULT_LR
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
@@ -98,7 +99,7 @@ class _StreamingBoosting(BaseEstimator):
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = 3e-2, batch_size: int = 32, max_passes: int = 10,
+                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,
                  device: str | torch.device = "cpu",
                  dtype: str | torch.dtype = "float32", n_threads: int | None = None) -> None:
