@@ -11,6 +11,7 @@ from boost_helpers import regression_stream
 
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning, StallMonitor
+from torchboost.learners import Prodigy
 from torchboost.losses import get_loss
 
 X, Y = regression_stream(6000)
@@ -53,6 +54,15 @@ def test_a_booster_that_does_not_learn_warns_once_with_the_fix():
     assert "no better than the best constant" in text and "lr=0" in text
     assert "over the last 1500 examples" in text
     assert booster.stall.flags()["not_beating_constant"] == 1.0
+
+
+def test_the_hint_quotes_prodigys_estimates():
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, step=0.25, stall_window=1500,
+                  standardize=False, optimizer=Prodigy,
+                  optimizer_kwargs={"lr": 0.0, "d0": 2e-3})  # γ = 0: frozen learners
+    caught = stream(booster, y=Y + 3.0)
+    assert len(caught) == 1
+    assert "now Prodigy's lr=0 × estimates d in [0.002, 0.002]" in str(caught[0].message)
 
 
 def test_overshooting_learners_are_flagged():

@@ -32,7 +32,7 @@ from torchboost.boosters.guards import check_round, guard_step
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import StallMonitor
 from torchboost.distributed import Synchronizer
-from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.losses import Loss, get_loss
 
 __all__ = ["Y0", "Booster", "Round"]
@@ -266,8 +266,14 @@ class Booster(nn.Module, ABC):
 
     def _stall_hint(self) -> str:
         """The settings a stall warning suggests changing: learning rate and step(s)."""
-        group = self.learners.optimizers[0].param_groups[0]
-        hint = f"now lr={group['lr']:g}" if "lr" in group else "now the optimizer's default"
+        optimizers = self.learners.optimizers
+        group = optimizers[0].param_groups[0]
+        if isinstance(optimizers[0], Prodigy):  # its lr multiplies an estimate d per learner
+            low, high = (float(v) for v in torch.cat(
+                [opt.estimate().flatten() for opt in optimizers]).aminmax())
+            hint = f"now Prodigy's lr={group['lr']:g} × estimates d in [{low:.3g}, {high:.3g}]"
+        else:
+            hint = f"now lr={group['lr']:g}" if "lr" in group else "now the optimizer's default"
         rule = getattr(self, "step_rule", None)
         if rule is not None:
             low, high = (float(v) for v in rule.steps().aminmax())

@@ -3,19 +3,26 @@
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.modules import BoundedOutput, ConvNet, TwoLayerNet
-from torchboost.learners.optimizers import ELEMENTWISE_OPTIMIZERS, OptimizerSpec
+from torchboost.learners.optimizers import (
+    ELEMENTWISE_OPTIMIZERS,
+    PER_LEARNER_OPTIMIZERS,
+    OptimizerSpec,
+)
+from torchboost.learners.prodigy import Prodigy
 from torchboost.learners.stacked import StackedEngine
 from torchboost.learners.stumps import StumpRegressor
 from torchboost.learners.weak_learners import LearnerSource, WeakLearners
 
 __all__ = [
     "ELEMENTWISE_OPTIMIZERS",
+    "PER_LEARNER_OPTIMIZERS",
     "BoundedOutput",
     "COCOBBackprop",
     "ConvNet",
     "LearnerSource",
     "LoopEngine",
     "OptimizerSpec",
+    "Prodigy",
     "StackedEngine",
     "StumpRegressor",
     "TwoLayerNet",

@@ -12,8 +12,9 @@ import torch
 from torch import Tensor
 
 from torchboost.learners.cocob import COCOBBackprop
+from torchboost.learners.prodigy import Prodigy
 
-__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "OptimizerSpec"]
+__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "PER_LEARNER_OPTIMIZERS", "OptimizerSpec"]
 
 #: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
 #: (plus a shared step count). Running one of them over N stacked learners is therefore exactly N
@@ -30,6 +31,10 @@ ELEMENTWISE_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
     COCOBBackprop,
 )
 
+#: Optimizers that keep a few sums over a whole learner (Prodigy's learning-rate estimate) and
+#: take a ``stacked`` flag: with ``stacked=True`` one instance over parameters stacked along dim 0
+#: keeps those sums per learner, so it is again N independent copies.
+PER_LEARNER_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (Prodigy,)
 
 #: Optimizers with a fused (single-kernel) implementation on CPU and CUDA.
 FUSED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
@@ -61,15 +66,21 @@ class OptimizerSpec:
             raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
 
     @property
-    def is_elementwise(self) -> bool:
-        """Whether stacking learners under one instance is identical to one instance per learner."""
-        return self.cls in ELEMENTWISE_OPTIMIZERS
+    def stacks(self) -> bool:
+        """Whether one instance over stacked learners is identical to one instance per learner
+        (elementwise optimizers, and the per-learner ones built with ``stacked=True``)."""
+        return self.cls in ELEMENTWISE_OPTIMIZERS or self.cls in PER_LEARNER_OPTIMIZERS
 
-    def build(self, params: Iterable[Tensor], multi_tensor: bool = False) -> torch.optim.Optimizer:
+    def build(self, params: Iterable[Tensor], multi_tensor: bool = False,
+              stacked: bool = False) -> torch.optim.Optimizer:
         """Instantiate over ``params``. ``multi_tensor`` asks for the fused kernel where torch has
         one for this class (Adam, AdamW, SGD, Adagrad) and for the foreach implementation
-        otherwise, unless the caller chose ``fused``/``foreach`` in the kwargs."""
+        otherwise, unless the caller chose ``fused``/``foreach`` in the kwargs. ``stacked``: the
+        parameters are N learners stacked along dim 0 (passed on to the per-learner optimizers
+        of :data:`PER_LEARNER_OPTIMIZERS`)."""
         kwargs = dict(self.kwargs)
+        if stacked and self.cls in PER_LEARNER_OPTIMIZERS:
+            kwargs["stacked"] = True
         accepted = inspect.signature(self.cls.__init__).parameters
         if multi_tensor and "fused" not in kwargs and "foreach" not in kwargs:
             if self.cls in FUSED_OPTIMIZERS:

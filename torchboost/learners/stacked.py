@@ -38,9 +38,10 @@ def _signature(module: nn.Module) -> tuple:
 
 def stacking_problem(modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> str | None:
     """Why ``modules`` cannot run stacked (``None`` when they can)."""
-    if not optimizer.is_elementwise:
-        return (f"{optimizer.cls.__name__} is not an elementwise optimizer, so one instance over "
-                "stacked learners would couple them")
+    if not optimizer.stacks:
+        return (f"{optimizer.cls.__name__} is neither an elementwise optimizer nor one that keeps "
+                "its sums per stacked learner, so one instance over stacked learners would "
+                "couple them")
     first = _signature(modules[0])
     for i, module in enumerate(modules[1:], start=1):
         if _signature(module) != first:
@@ -91,7 +92,8 @@ class StackedEngine(nn.Module):
         )
         for n in self._buffer_names:
             self.register_buffer("buffer__" + _key(n), buffers[n].clone())
-        self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True)]
+        self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True,
+                                          stacked=True)]
         #: whether the stacked forward (and with it its backward) runs through ``torch.compile``
         self.compile_forward = compile
         self._compiled: Callable[..., Tensor] | None = None
