@@ -35,7 +35,7 @@ def test_auto_mode_picks_stacked_for_homogeneous_and_loop_otherwise():
     # LBFGS, the old example here, is now refused at construction (it needs a closure)
     rprop = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Rprop)
     assert rprop.mode == "loop"
-    with pytest.raises(ValueError, match="not an elementwise optimizer"):
+    with pytest.raises(ValueError, match="neither an elementwise optimizer nor one that keeps"):
         WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Rprop, mode="stacked")
 
 
