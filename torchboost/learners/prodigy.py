@@ -125,21 +125,19 @@ class Prodigy(torch.optim.Optimizer):
         def broadcast(t: Tensor, like: Tensor) -> Tensor:  # (N,) against (N, ...)
             return t.view(-1, *([1] * (like.dim() - 1))) if stacked else t
 
-        weight = (1 - beta3) * gamma * d.square()  # (1 − β₃) γ_k d_k²
-        shared["r"].mul_(beta3).add_(weight * sum(
+        weight = (1 - beta3) * gamma * d  # (1 − β₃) γ_k d_k, times d_k g_k below
+        shared["r"].mul_(beta3).add_(weight * d * sum(
             per_learner(p.grad * (self._state(p)["initial"] - p)) for p in params))
         s_norm = torch.zeros_like(d)
-        updates = []
-        for p in params:
-            state, grad, d_p = self._state(p), p.grad, broadcast(d, p)
-            state["exp_avg"].mul_(beta1).add_((1 - beta1) * d_p * grad)
-            state["exp_avg_sq"].mul_(beta2).add_((1 - beta2) * d_p.square() * grad.square())
-            state["s"].mul_(beta3).add_(broadcast(weight, p) * grad)
+        for p in params:  # r is in; x_{k+1} uses d_k, as in Alg. 4
+            state, d_p = self._state(p), broadcast(d, p)
+            scaled = p.grad * d_p  # d_k g_k
+            state["exp_avg"].mul_(beta1).add_(scaled, alpha=1 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(scaled, scaled, value=1 - beta2)
+            state["s"].mul_(beta3).addcmul_(scaled, broadcast(weight, p))
             s_norm = s_norm + per_learner(state["s"].abs())
-            updates.append((p, state, d_p))
-        for p, state, d_p in updates:  # x_{k+1} with d_k, as in Alg. 4
-            denominator = state["exp_avg_sq"].sqrt() + d_p * group["eps"]
-            p.sub_(gamma * d_p * state["exp_avg"] / denominator)
+            denominator = state["exp_avg_sq"].sqrt().add_(d_p * group["eps"])
+            p.addcdiv_(state["exp_avg"] * (-gamma * d_p), denominator)
         estimate = group["d_coef"] * shared["r"] / torch.where(s_norm > 0, s_norm, 1.0)
         shared["d"] = torch.maximum(d, estimate).clamp(max=group["d_max"])
 
