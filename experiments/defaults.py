@@ -54,6 +54,7 @@ from typing import Any
 import torch
 
 from torchboost import SGB
+from torchboost.boosters.sgb import DEFAULT_LR
 from torchboost.configs import DATASETS, LearnerConfig
 from torchboost.data import (
     Dataset,
@@ -275,6 +276,26 @@ def plot(results: list[dict[str, Any]], constants: dict[str, float],
     save_figure(fig, OUT / "defaults.png")
 
 
+def plot_seeded(table: dict[str, dict[str, Any]]) -> None:
+    """``seeded.png``: per stream, the default Adam rate and each adaptive optimizer relative to
+    the best rate of Adam's grid (mean over seeds, one pass), with the 10 % tolerance."""
+    import matplotlib.pyplot as plt
+
+    streams = list(table)
+    names = [f"adam_{DEFAULT_LR:g}", *ADAPTIVE]
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        ax.bar([i + j * width for i in range(len(streams))],
+               [table[s]["ratio_to_adam_best"][name] for s in streams], width, label=name)
+    ax.axhline(1.1, color="k", ls="--", lw=1, label="best Adam rate + 10 %")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(streams))], streams, fontsize=8)
+    ax.set(yscale="log", ylabel="metric / best Adam rate's",
+           title="One pass, mean over seeds: the default rate and the adaptive optimizers")
+    ax.legend(fontsize=7, ncol=2)
+    save_figure(fig, OUT / "seeded.png")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
@@ -288,6 +309,7 @@ def main() -> None:
     if args.replot:
         saved = json.loads((OUT / "defaults.json").read_text())
         plot(saved["runs"], saved["constants"], saved["defaults"])
+        plot_seeded(json.loads((OUT / "seeded.json").read_text())["comparison"])
         return
     runs = seeded_design(args.seeds) if args.seeded else design()
     jobs = [(s, settings, args.max_train) for s in args.streams for settings in runs]
@@ -306,6 +328,7 @@ def main() -> None:
             "seeds": args.seeds, "settings": {**CENTRE, "standardize": True},
             "adaptive": adaptive, "comparison": table, "runs": results,
             "seconds": time.perf_counter() - start}, indent=1) + "\n")
+        plot_seeded(table)
         print(json.dumps({s: {k: round(v, 3) for k, v in row["ratio_to_adam_best"].items()}
                           for s, row in table.items()}, indent=1))
         return

@@ -69,7 +69,10 @@ class SGB(Booster):
             paper's Alg. 1 on the data as given.
         optimizer, optimizer_kwargs: the learners' optimizer (see
             :class:`~torchboost.boosters.base.Booster`); Adam's learning rate defaults to
-            :data:`DEFAULT_LR` = 3e-2 here (chosen by ``experiments/defaults.py``).
+            :data:`DEFAULT_LR` = 3e-2 here (chosen by ``experiments/defaults.py``). No one rate
+            suits every stream (conv learners on images want about 3e-3):
+            ``optimizer=Prodigy`` (:class:`~torchboost.learners.Prodigy`) estimates one per
+            learner, e.g. with ``optimizer_kwargs={"d0": 1e-3, "d_max": 3e-2}``.
         Other arguments: see :class:`~torchboost.boosters.base.Booster`.
 
     At test time the paper's experiments use the final learners ``h_i^T`` (Sec. 6.2), as here.
