@@ -10,6 +10,7 @@ from torch import nn
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters import guards
 from torchboost.boosters.step_bound import MomentInvariant, adam_update_bound
+from torchboost.learners import Prodigy
 
 
 def _adversarial_gradients(steps: int, shape: tuple[int, ...], seed: int) -> list[torch.Tensor]:
@@ -34,6 +35,7 @@ def _adversarial_gradients(steps: int, shape: tuple[int, ...], seed: int) -> lis
     (torch.optim.Adam, {"betas": (0.99, 0.9999), "amsgrad": True}),
     (torch.optim.AdamW, {"weight_decay": 0.5, "lr": 0.01}),
     (torch.optim.Adam, {"fused": True}),
+    (Prodigy, {"d0": 0.1, "d_max": 0.1}),  # d pinned at its cap: the bound's worst case
 ])
 def test_every_adam_update_is_within_the_bound(optimizer, kwargs):
     param = nn.Parameter(torch.randn(50, 7))
@@ -58,6 +60,7 @@ def test_every_adam_update_is_within_the_bound(optimizer, kwargs):
     (torch.optim.Adam, {"eps": 0.0}),
     (torch.optim.Adam, {"betas": (0.99, 0.9)}),  # β1² > β2: no fixed point
     (torch.optim.NAdam, {}),
+    (Prodigy, {}),  # no cap: d is not known on the host
 ])
 def test_no_bound_where_the_argument_does_not_apply(optimizer, kwargs):
     assert adam_update_bound(optimizer([nn.Parameter(torch.zeros(3))], **kwargs)) is None
@@ -84,6 +87,11 @@ def test_the_guard_copies_nothing_when_the_step_is_proven_safe(mode, monkeypatch
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode,
                   optimizer_kwargs={"lr": 1e5})  # 14.5 · lr · sqrt(29) > 1e6 / 2: checked
     assert _copies(booster, 1, monkeypatch) > 0
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode, optimizer=Prodigy,
+                  optimizer_kwargs={"d0": 1e-3, "d_max": 3e-2})
+    assert _copies(booster, 4, monkeypatch) == 0
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode, optimizer=Prodigy)
+    assert _copies(booster, 2, monkeypatch) > 0
 
 
 def test_loaded_moments_that_break_the_invariant_take_the_checked_path(monkeypatch):

@@ -13,6 +13,12 @@ invariant* ``|m| ≤ K∞ sqrt(v)``; 7.3 for the default betas), so every update
 made exact), whatever the gradients. :func:`adam_update_bound` returns twice that (a margin for
 rounding), plus the decoupled weight decay ``lr · λ · |θ|`` of AdamW as a relative term.
 
+:class:`~torchboost.learners.Prodigy` keeps Adam's moments of the scaled gradients ``d_k g_k``,
+so the invariant holds for them too, and its update ``γ_k d_k m / (sqrt(v) + d_k ε)`` (``γ_k``:
+``lr`` times the bias correction above) is at most ``lr · d_k · K∞ · sqrt(1 − β2^k) / (1 − β1^k)``
+per entry, with ``d_k ≤ d_max``. The bound uses ``d_max``, which lives on the host; an uncapped
+Prodigy has none (reading ``d`` would sync a device every round).
+
 The invariant is a property of the moments, not of the hyper-parameters: a state that Adam built
 from zero with the current betas has it; a loaded state, or one stepped with other betas, is
 checked once, entry by entry (:class:`MomentInvariant`). Writing into ``exp_avg``/``exp_avg_sq``
@@ -28,6 +34,8 @@ from functools import lru_cache
 
 import torch
 from torch import Tensor
+
+from torchboost.learners.prodigy import Prodigy
 
 __all__ = ["MomentInvariant", "UpdateBound", "adam_update_bound"]
 
@@ -75,11 +83,25 @@ def _group_bound(opt: torch.optim.Optimizer, group: dict) -> UpdateBound | None:
     return UpdateBound(lr * _adam_constant(beta1, beta2), lr * decay)
 
 
+def _prodigy_bound(group: dict) -> UpdateBound | None:
+    beta1, beta2 = group["betas"]
+    if not (0 <= beta1 < 1 and 0 < beta2 < 1 and beta1 ** 2 < beta2 and group["eps"] > 0
+            and math.isfinite(group["d_max"])):
+        return None
+    return UpdateBound(group["lr"] * group["d_max"] * _adam_constant(beta1, beta2), 0.0)
+
+
 def adam_update_bound(opt: torch.optim.Optimizer) -> UpdateBound | None:
     """The weakest :class:`UpdateBound` over ``opt``'s parameter groups, ``None`` unless ``opt``
     is torch's ``Adam``/``AdamW`` with ``0 ≤ β1 < 1``, ``0 < β2 < 1``, ``β1² < β2``, ``ε > 0``,
-    a finite ``lr`` on the host and no L2 (coupled) weight decay. Valid only while the moments
-    satisfy the invariant (:class:`MomentInvariant`)."""
+    a finite ``lr`` on the host and no L2 (coupled) weight decay, or a
+    :class:`~torchboost.learners.Prodigy` with those betas, ``ε > 0`` and a finite ``d_max``.
+    Valid only while the moments satisfy the invariant (:class:`MomentInvariant`)."""
+    if isinstance(opt, Prodigy):
+        bounds = [_prodigy_bound(group) for group in opt.param_groups]
+        if any(b is None for b in bounds):
+            return None
+        return UpdateBound(max(b.absolute for b in bounds), 0.0)
     if type(opt) not in (torch.optim.Adam, torch.optim.AdamW):
         return None
     bounds = [_group_bound(opt, group) for group in opt.param_groups]
