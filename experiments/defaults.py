@@ -34,11 +34,13 @@ the default marked).
 ``--seeded`` checks the target with seeds instead (one seed moves a stream's metric by up to
 20 %, as much as the tolerance): at the centre's other settings with ``standardize`` on, over
 ``--seeds`` seeds (learner initialisation and stream order; the data subset stays), it runs
-Adam at every rate of the sweep and 1e-1, and the adaptive optimizers :data:`ADAPTIVE`:
-:class:`~torchboost.learners.Prodigy` (its estimate started at 1e-3, capped at the default rate
-3e-2, and uncapped) and :class:`~torchboost.learners.COCOBBackprop`. Per stream it reports each
-one's mean metric after one pass divided by the best mean of Adam's grid, and whether that is
-within 10 %. Writes ``experiments/results/defaults/seeded.json``.
+Adam at every rate of the sweep and 1e-1 (one rate for every parameter), and the candidates
+:data:`CANDIDATES`: SGB's defaults as they are (``default``: Adam at 2e-2 with the fan-in rule
+``lr_fan_in=64``), Adam at 3e-2 with that rule, :class:`~torchboost.learners.Prodigy` (its
+estimate started at 1e-3, capped at 3e-2, and uncapped) and
+:class:`~torchboost.learners.COCOBBackprop`. Per stream it reports each one's mean metric after
+one pass (and after three) divided by the best mean of Adam's grid, and whether that is within
+10 %. Writes ``experiments/results/defaults/seeded.json`` and ``seeded.png``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ from typing import Any
 import torch
 
 from torchboost import SGB
-from torchboost.boosters.sgb import DEFAULT_LR
 from torchboost.configs import DATASETS, LearnerConfig
 from torchboost.data import (
     Dataset,
@@ -81,8 +82,10 @@ SWEEPS: dict[str, list[Any]] = {
     "activation": ["sigmoid", "tanh", "relu", "leaky_relu"],
 }
 N_LEARNERS, PASSES, MAX_TEST = 8, (1, 3), 2000
-#: the optimizers ``--seeded`` compares with Adam's learning-rate grid, by name
-ADAPTIVE: dict[str, dict[str, Any]] = {
+#: what ``--seeded`` compares with Adam's learning-rate grid, by name: SGB keyword arguments
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "fan_in_3e-2": {"optimizer_kwargs": {"lr": 3e-2}, "lr_fan_in": 64},
     "prodigy_capped": {"optimizer": Prodigy, "optimizer_kwargs": {"d0": 1e-3, "d_max": 3e-2}},
     "prodigy": {"optimizer": Prodigy, "optimizer_kwargs": {"d0": 1e-3}},
     "cocob": {"optimizer": COCOBBackprop},
@@ -124,7 +127,7 @@ def constant_metric(ds: Dataset, scale: float) -> float:
 
 def run(name: str, settings: dict[str, Any], max_train: int) -> dict[str, Any]:
     """One SGB on one stream; the held-out metric after each of :data:`PASSES`. ``settings``
-    holds Adam's ``lr``, or ``lr`` None and an ``optimizer`` named in :data:`ADAPTIVE`, and
+    holds Adam's ``lr``, or ``lr`` None and an ``optimizer`` named in :data:`CANDIDATES`, and
     optionally a ``seed`` (default 0)."""
     torch.set_num_threads(1)
     ds, loss, learner, scale = load(name, max_train)
@@ -132,7 +135,7 @@ def run(name: str, settings: dict[str, Any], max_train: int) -> dict[str, Any]:
     seed = settings.get("seed", 0)
     torch.manual_seed(seed)
     factory = learner.factory(ds, 10 if loss == "softmax" else 1)
-    optimizer = ADAPTIVE[settings["optimizer"]] if settings["lr"] is None else {
+    optimizer = CANDIDATES[settings["optimizer"]] if settings["lr"] is None else {
         "optimizer_kwargs": {"lr": settings["lr"]}}
     booster = SGB(factory, loss, n_learners=N_LEARNERS, n_outputs=10 if loss == "softmax" else 1,
                   standardize=settings["standardize"], stall_window=None, **optimizer)
@@ -216,34 +219,36 @@ def summarize(results: list[dict[str, Any]], constants: dict[str, float]) -> dic
 
 
 def seeded_design(seeds: int) -> list[dict[str, Any]]:
-    """``--seeded``: Adam's learning-rate grid (the sweep and 1e-1) and :data:`ADAPTIVE`, each
+    """``--seeded``: Adam's learning-rate grid (the sweep and 1e-1) and :data:`CANDIDATES`, each
     at the centre's other settings with ``standardize`` on, once per seed."""
     base = {**CENTRE, "standardize": True}
     settings = [{**base, "lr": lr} for lr in [*SWEEPS["lr"], 1e-1]]
-    settings += [{**base, "lr": None, "optimizer": name} for name in ADAPTIVE]
+    settings += [{**base, "lr": None, "optimizer": name} for name in CANDIDATES]
     return [{**s, "seed": seed} for s in settings for seed in range(seeds)]
+
+
+def _name(row: dict[str, Any]) -> str:
+    return row["optimizer"] if row["lr"] is None else f"adam_{row['lr']:g}"
 
 
 def seeded_comparison(results: list[dict[str, Any]],
                       constants: dict[str, float]) -> dict[str, dict[str, Any]]:
-    """Per stream, the mean metric after one pass of every Adam rate and adaptive optimizer,
-    divided by the best Adam rate's mean, and whether that ratio is at most 1.1."""
-    table = {}
+    """Per stream and pass count, the mean metric of every Adam rate and candidate divided by
+    the best Adam rate's mean, and whether that ratio is at most 1.1 (``pass1``: the target)."""
+    table: dict[str, dict[str, Any]] = {}
     for stream in sorted({r["stream"] for r in results}):
-        means: dict[str, float] = {}
-        for r in results:
-            if r["stream"] == stream:
-                means.setdefault(r.get("optimizer") or f"adam_{r['lr']:g}", [])  # type: ignore[arg-type]
-        for name in means:
-            values = [r["pass1"] for r in results if r["stream"] == stream
-                      and (r.get("optimizer") or f"adam_{r['lr']:g}") == name]
-            means[name] = sum(values) / len(values)
-        best = min((v, k) for k, v in means.items() if k.startswith("adam_"))
-        table[stream] = {"adam_best": best[1], "adam_best_pass1": best[0],
-                         "constant": constants[stream],
-                         "ratio_to_adam_best": {k: v / best[0] for k, v in means.items()},
-                         "within_10pct": {k: v <= 1.1 * best[0] for k, v in means.items()},
-                         "mean_pass1": means}
+        rows = [r for r in results if r["stream"] == stream]
+        grid = {_name(r) for r in rows if r["lr"] is not None}
+        table[stream] = {"constant": constants[stream]}
+        for p in ("pass1", "pass3"):
+            means = {name: sum(values) / len(values) for name in dict.fromkeys(map(_name, rows))
+                     for values in ([r[p] for r in rows if _name(r) == name],)}
+            best, best_name = min((v, k) for k, v in means.items() if k in grid)
+            suffix = "" if p == "pass1" else "_pass3"
+            table[stream].update({
+                f"adam_best{suffix}": best_name, f"mean{suffix}": means,
+                f"ratio_to_adam_best{suffix}": {k: v / best for k, v in means.items()},
+                f"within_10pct{suffix}": {k: v <= 1.1 * best for k, v in means.items()}})
     return table
 
 
@@ -277,12 +282,12 @@ def plot(results: list[dict[str, Any]], constants: dict[str, float],
 
 
 def plot_seeded(table: dict[str, dict[str, Any]]) -> None:
-    """``seeded.png``: per stream, the default Adam rate and each adaptive optimizer relative to
-    the best rate of Adam's grid (mean over seeds, one pass), with the 10 % tolerance."""
+    """``seeded.png``: per stream, SGB's defaults and the other candidates relative to the best
+    rate of Adam's grid (mean over seeds, one pass), with the 10 % tolerance."""
     import matplotlib.pyplot as plt
 
     streams = list(table)
-    names = [f"adam_{DEFAULT_LR:g}", *ADAPTIVE]
+    names = list(CANDIDATES)
     fig, ax = plt.subplots(figsize=(11, 3.8))
     width = 0.8 / len(names)
     for j, name in enumerate(names):
@@ -291,7 +296,7 @@ def plot_seeded(table: dict[str, dict[str, Any]]) -> None:
     ax.axhline(1.1, color="k", ls="--", lw=1, label="best Adam rate + 10 %")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(streams))], streams, fontsize=8)
     ax.set(yscale="log", ylabel="metric / best Adam rate's",
-           title="One pass, mean over seeds: the default rate and the adaptive optimizers")
+           title="One pass, mean over seeds: SGB's defaults and the other candidates")
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, OUT / "seeded.png")
 
@@ -303,7 +308,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--replot", action="store_true", help="redraw the figure from the JSON")
     parser.add_argument("--seeded", action="store_true",
-                        help="Adam's lr grid against the adaptive optimizers, over --seeds seeds")
+                        help="Adam's lr grid against SGB's defaults and others, over seeds")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     if args.replot:
@@ -319,14 +324,14 @@ def main() -> None:
     constants = {s: constant_metric(*load(s, args.max_train)[::3]) for s in args.streams}
     if args.seeded:
         table = seeded_comparison(results, constants)
-        adaptive = {name: {"optimizer": spec["optimizer"].__name__,
-                           **spec.get("optimizer_kwargs", {})} for name, spec in ADAPTIVE.items()}
+        candidates = {name: {key: getattr(value, "__name__", value)
+                             for key, value in spec.items()} for name, spec in CANDIDATES.items()}
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "seeded.json").write_text(json.dumps({
             "command": f"python experiments/defaults.py --seeded --seeds {args.seeds}",
             "n_learners": N_LEARNERS, "max_train": args.max_train, "max_test": MAX_TEST,
             "seeds": args.seeds, "settings": {**CENTRE, "standardize": True},
-            "adaptive": adaptive, "comparison": table, "runs": results,
+            "candidates": candidates, "comparison": table, "runs": results,
             "seconds": time.perf_counter() - start}, indent=1) + "\n")
         plot_seeded(table)
         print(json.dumps({s: {k: round(v, 3) for k, v in row["ratio_to_adam_best"].items()}

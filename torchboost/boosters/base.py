@@ -81,8 +81,8 @@ class Booster(nn.Module, ABC):
         n_outputs: outputs of the problem (classes for ``"softmax"``); learners must return
             ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
-        optimizer, optimizer_kwargs, mode, compile: passed to :class:`WeakLearners` for a
-            factory/list.
+        optimizer, optimizer_kwargs, mode, compile, lr_fan_in: passed to :class:`WeakLearners`
+            for a factory/list.
     """
 
     def __init__(
@@ -98,6 +98,7 @@ class Booster(nn.Module, ABC):
         mode: str = "auto",
         stall_window: int | None = 5000,
         compile: bool = False,
+        lr_fan_in: float | None = None,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)
@@ -108,7 +109,7 @@ class Booster(nn.Module, ABC):
             self.learners = learners
         else:
             self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode,
-                                         compile)
+                                         compile, lr_fan_in)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(
@@ -273,7 +274,8 @@ class Booster(nn.Module, ABC):
                 [opt.estimate().flatten() for opt in optimizers]).aminmax())
             hint = f"now Prodigy's lr={group['lr']:g} × estimates d in [{low:.3g}, {high:.3g}]"
         else:
-            hint = f"now lr={group['lr']:g}" if "lr" in group else "now the optimizer's default"
+            hint = (f"now lr={optimizers[0].defaults['lr']:g}" if "lr" in group
+                    else "now the optimizer's default")
         rule = getattr(self, "step_rule", None)
         if rule is not None:
             low, high = (float(v) for v in rule.steps().aminmax())
@@ -542,6 +544,8 @@ class Booster(nn.Module, ABC):
                                    if k not in _RUNTIME_OPTIMIZER_FLAGS},
             "stall_window": None if self.stall is None else self.stall.window,
         }
+        if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
+            out["lr_fan_in"] = spec.lr_fan_in
         for cls in reversed(type(self).__mro__):
             for key in vars(cls).get("config_keys", ()):
                 out[key] = _describe(getattr(self, key))

@@ -47,10 +47,23 @@ FUSED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """An optimizer class and its keyword arguments (Adam with torch's defaults by default)."""
+    """An optimizer class and its keyword arguments (Adam with torch's defaults by default).
+
+    ``lr_fan_in`` (``None``: off) scales the learning rate of every weight with a fan-in above
+    it: a weight of shape ``(out, in, *kernel)`` with ``fan_in = in · prod(kernel)`` gets
+    ``lr · min(1, lr_fan_in / fan_in)``; biases and other 1-D parameters keep ``lr``. An
+    adaptive optimizer (Adam) moves every entry by about ``lr`` per step, so a unit's
+    pre-activation moves by up to ``fan_in · lr``; this is μP's rule for Adam (Yang et al.,
+    "Tensor Programs V", 2022, Table 3: a hidden or output weight's rate ∝ 1/fan_in) with the
+    rate chosen for a fan-in of ``lr_fan_in``. It applies to the elementwise optimizers that take
+    an ``lr`` (a per-learner optimizer's sums, e.g. Prodigy's, span one parameter group), as
+    parameter groups with the same order of parameters; when no weight is that wide the
+    optimizer is built exactly as without it.
+    """
 
     cls: type[torch.optim.Optimizer] = torch.optim.Adam
     kwargs: dict[str, Any] = field(default_factory=dict)
+    lr_fan_in: float | None = None
 
     def __post_init__(self) -> None:
         if not (inspect.isclass(self.cls) and issubclass(self.cls, torch.optim.Optimizer)):
@@ -64,6 +77,10 @@ class OptimizerSpec:
         lr = self.kwargs.get("lr")
         if lr is not None and not (_as_float(lr) >= 0 and math.isfinite(_as_float(lr))):
             raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
+        if self.lr_fan_in is not None and not (math.isfinite(self.lr_fan_in)
+                                               and self.lr_fan_in > 0):
+            raise ValueError(f"lr_fan_in must be a finite number > 0 or None, got "
+                             f"{self.lr_fan_in!r}")
 
     @property
     def stacks(self) -> bool:
@@ -81,6 +98,7 @@ class OptimizerSpec:
         kwargs = dict(self.kwargs)
         if stacked and self.cls in PER_LEARNER_OPTIMIZERS:
             kwargs["stacked"] = True
+        params = self._fan_in_groups(list(params), stacked, kwargs)
         accepted = inspect.signature(self.cls.__init__).parameters
         if multi_tensor and "fused" not in kwargs and "foreach" not in kwargs:
             if self.cls in FUSED_OPTIMIZERS:
@@ -88,6 +106,31 @@ class OptimizerSpec:
             elif "foreach" in accepted:
                 kwargs["foreach"] = True
         return self.cls(params, **kwargs)
+
+
+    def _fan_in_groups(self, params: list[Tensor], stacked: bool,
+                       kwargs: dict[str, Any]) -> list[Tensor] | list[dict[str, Any]]:
+        """``params`` as they are, or as groups of consecutive parameters sharing a learning
+        rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners)."""
+        lr = kwargs.get("lr", inspect.signature(self.cls.__init__).parameters.get("lr"))
+        if isinstance(lr, inspect.Parameter):
+            lr = lr.default
+        if (self.lr_fan_in is None or self.cls not in ELEMENTWISE_OPTIMIZERS
+                or not isinstance(lr, float | int) or isinstance(lr, bool)):
+            return params
+        lead = 1 if stacked else 0
+        scales = [min(1.0, self.lr_fan_in / math.prod(p.shape[lead + 1:]))
+                  if p.dim() - lead >= 2 and p.shape[lead + 1:].numel() > 0 else 1.0
+                  for p in params]
+        if all(scale == 1.0 for scale in scales):
+            return params
+        groups: list[dict[str, Any]] = []
+        for param, scale in zip(params, scales, strict=True):
+            if groups and groups[-1]["scale"] == scale:
+                groups[-1]["params"].append(param)
+            else:
+                groups.append({"params": [param], "scale": scale})
+        return [{"params": g["params"], "lr": lr * g["scale"]} for g in groups]
 
 
 def _as_float(value: Any) -> float:

@@ -34,6 +34,9 @@ class WeakLearners(nn.Module):
         mode: ``"stacked"`` runs homogeneous learners as one vmapped computation with one
             multi-tensor optimizer step; ``"loop"`` runs them one by one (any modules, BatchNorm
             included); ``"auto"`` stacks when it can.
+        lr_fan_in: scale the learning rate of weights with a wider fan-in by
+            ``lr_fan_in / fan_in`` (see :class:`~torchboost.learners.optimizers.OptimizerSpec`;
+            ``None``, the default: one rate for every parameter).
         compile: run the stacked forward and backward through ``torch.compile`` (stacked mode
             only; off by default: on CPU it is no faster for the SGB paper's shapes, see
             ``benchmarks/throughput.py``). Results equal eager ones up to rounding.
@@ -60,10 +63,11 @@ class WeakLearners(nn.Module):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: Mode = "auto",
         compile: bool = False,
+        lr_fan_in: float | None = None,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
-        spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}))
+        spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}), lr_fan_in)
         if mode not in ("auto", "stacked", "loop"):
             raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
         if compile and mode == "loop":
@@ -229,6 +233,13 @@ class WeakLearners(nn.Module):
     def learner_state(self, index: int) -> dict[str, Tensor]:
         """Learner ``index``'s parameters and buffers under its own module's names."""
         return self.engine.learner_state(index)
+
+    @property
+    def lr_scaled(self) -> bool:
+        """Whether :attr:`OptimizerSpec.lr_fan_in` gave some weight another learning rate."""
+        optimizer = self.engine.optimizers[0]
+        groups = optimizer.param_groups
+        return len(groups) > 1 or groups[0].get("lr") != optimizer.defaults.get("lr")
 
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:

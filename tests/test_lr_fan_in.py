@@ -1,0 +1,95 @@
+"""The default rate's fan-in rule (OptimizerSpec.lr_fan_in, SGB's DEFAULT_LR_FAN_IN)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from torch import nn
+
+from tests.boost_helpers import regression_stream
+from torchboost import SGB, TwoLayerNet
+from torchboost.boosters.sgb import DEFAULT_LR, DEFAULT_LR_FAN_IN
+from torchboost.learners import ConvNet, OptimizerSpec, Prodigy
+
+
+def _wide(d: int = 100) -> TwoLayerNet:
+    return TwoLayerNet(d, 8)  # Linear(d, 8): fan-in d; Linear(8, 1): fan-in 8
+
+
+def test_groups_scale_only_weights_wider_than_the_threshold():
+    net = _wide(100)
+    opt = OptimizerSpec(torch.optim.Adam, {"lr": 0.03}, lr_fan_in=64).build(net.parameters())
+    lrs = [(g["lr"], [tuple(p.shape) for p in g["params"]]) for g in opt.param_groups]
+    assert lrs == [(pytest.approx(0.03 * 64 / 100), [(8, 100)]),
+                   (0.03, [(8,), (1, 8), (1,)])]
+    conv = ConvNet(1, 28, 10, channels=5)  # conv fan-in 1·5·5 = 25; head fan-in 5·12·12 = 720
+    opt = OptimizerSpec(torch.optim.SGD, {"lr": 0.1}, lr_fan_in=64).build(conv.parameters())
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.1, 0.1 * 64 / 720, 0.1])
+    narrow = OptimizerSpec(torch.optim.Adam, {"lr": 0.03}, lr_fan_in=64).build(
+        _wide(10).parameters())
+    assert len(narrow.param_groups) == 1  # nothing wider: built exactly as without the rule
+    # Prodigy's sums span one group; Rprop is not elementwise-registered: both left as they are
+    for cls in (Prodigy, torch.optim.Rprop):
+        assert len(OptimizerSpec(cls, {}, lr_fan_in=64).build(net.parameters()).param_groups) == 1
+    with pytest.raises(ValueError, match="lr_fan_in"):
+        OptimizerSpec(torch.optim.Adam, {}, lr_fan_in=0.0)
+
+
+def test_first_adam_step_moves_each_weight_by_its_scaled_rate():
+    torch.manual_seed(0)
+    booster = SGB(lambda: _wide(128), n_learners=2, standardize=False, stall_window=None)
+    before = {k: v.clone() for k, v in booster.learners.learner_state(0).items()}
+    x, y = regression_stream(64, d=128)
+    booster.learn(x[:32], y[:32])
+    after = booster.learners.learner_state(0)
+    moved = {k: float((after[k] - before[k]).abs().max()) for k in before}
+    # Adam's first step moves every entry with a non-zero gradient by lr (bias-corrected)
+    assert moved["1.weight"] == pytest.approx(DEFAULT_LR * DEFAULT_LR_FAN_IN / 128, rel=1e-3)
+    assert moved["3.weight"] == pytest.approx(DEFAULT_LR, rel=1e-3)
+
+
+def test_sgb_applies_the_rule_to_its_default_rate_only():
+    default = SGB(lambda: _wide(100), n_learners=2)
+    assert default.config()["lr_fan_in"] == DEFAULT_LR_FAN_IN
+    explicit = SGB(lambda: _wide(100), n_learners=2, optimizer_kwargs={"lr": 0.03})
+    assert "lr_fan_in" not in explicit.config()
+    assert len(explicit.learners.optimizers[0].param_groups) == 1
+    kept = SGB(lambda: _wide(100), n_learners=2, optimizer_kwargs={"lr": 0.01}, lr_fan_in=64)
+    rates = {tuple(p.shape): g["lr"] for g in kept.learners.optimizers[0].param_groups
+             for p in g["params"]}  # stacked: (N, ...) shapes
+    assert rates == pytest.approx({(2, 8, 100): 0.01 * 64 / 100, (2, 8): 0.01,
+                                   (2, 1, 8): 0.01, (2, 1): 0.01})
+    narrow = SGB(lambda: _wide(10), n_learners=2)
+    assert "lr_fan_in" not in narrow.config()  # changes nothing, so states saved before load
+    state = SGB(lambda: _wide(10), n_learners=2, optimizer_kwargs={"lr": DEFAULT_LR}).state_dict()
+    narrow.load_state_dict(state)
+    with pytest.raises(ValueError, match="lr_fan_in"):  # a wide learner's old state: named
+        default.load_state_dict(explicit.state_dict())
+
+
+def test_stacked_equals_loop_with_scaled_rates():
+    x, y = regression_stream(400, d=100)
+
+    def make(mode: str) -> SGB:
+        torch.manual_seed(3)
+        return SGB(lambda: _wide(100), n_learners=3, mode=mode, stall_window=None)
+
+    stacked, loop = make("stacked"), make("loop")
+    assert stacked.learners.mode == "stacked" and stacked.learners.lr_scaled
+    for t in range(0, 400, 40):
+        stacked.learn(x[t:t + 40], y[t:t + 40])
+        loop.learn(x[t:t + 40], y[t:t + 40])
+    for i in range(3):
+        for name, value in loop.learners.learner_state(i).items():
+            assert torch.allclose(stacked.learners.learner_state(i)[name], value,
+                                  atol=1e-5, rtol=1e-4), (i, name)
+    buffer = io.BytesIO()
+    torch.save(stacked.state_dict(), buffer)
+    copy = make("stacked")
+    copy.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=False))
+    stacked.learn(x[:40], y[:40])
+    copy.learn(x[:40], y[:40])
+    assert torch.equal(copy.predict(x[:40]), stacked.predict(x[:40]))
+    assert isinstance(stacked.learners.learner(0), nn.Module)
