@@ -21,6 +21,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -123,7 +124,8 @@ class Booster(nn.Module, ABC):
         self.samples_seen = 0
         self.rounds = 0
         self.input_shape: tuple[int, ...] | None = None
-        self.last_diagnostics: dict[str, Tensor] = {}
+        #: the last round's sums behind :attr:`last_diagnostics` (divided only when read)
+        self._round_fit: tuple[Tensor, Tensor, int] | None = None
         #: the replicas' synchronizer when training data-parallel (:meth:`distribute`)
         self.sync: Synchronizer | None = None
         #: running standardisation of features and regression targets (:mod:`.scaling`), set by
@@ -396,6 +398,16 @@ class Booster(nn.Module, ABC):
         sums weighted when the learners' losses are)."""
         return 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(1e-300)
 
+    @property
+    def last_diagnostics(self) -> dict[str, Tensor]:
+        """The last round's per-learner ``target_norm`` (mean norm of its target) and
+        ``fit_error`` (mean squared error to it, weighted like its loss); empty before the first
+        round. Divided when read, not every round."""
+        if self._round_fit is None:
+            return {}
+        norm_sum, residual_sq, batch = self._round_fit
+        return {"target_norm": norm_sum / batch, "fit_error": residual_sq / batch}
+
     def diagnostics(self) -> dict[str, Tensor]:
         """Per-learner diagnostics of the last round plus running edges."""
         return {**self.last_diagnostics, "edge": self.edges().float()}
@@ -454,13 +466,14 @@ class Booster(nn.Module, ABC):
             if self.sync is not None:
                 self.sync.sum_(sums)
             residual_sq, target_sq_sum, norm_sum = sums[:3]
-            span = slice(first, first + h.shape[0])
-            self.residual_sq_sum[span] += residual_sq
-            self.target_sq_sum[span] += target_sq_sum
-            self.last_diagnostics = {
-                "target_norm": norm_sum / batch,
-                "fit_error": residual_sq / batch,
-            }
+            if h.shape[0] == self.n_learners:  # every learner: no slices
+                self.residual_sq_sum += residual_sq
+                self.target_sq_sum += target_sq_sum
+            else:
+                span = slice(first, first + h.shape[0])
+                self.residual_sq_sum[span] += residual_sq
+                self.target_sq_sum[span] += target_sq_sum
+            self._round_fit = (norm_sum, residual_sq, batch)
             if self.y0_mode == "mean":
                 self.label_statistic_sum += sums[3]
         self.compute_units += batch * self.units_per_round_example()
@@ -485,7 +498,8 @@ class Booster(nn.Module, ABC):
             raise ValueError("empty batch: features have 0 rows")
         if not x.is_floating_point():
             raise ValueError(f"features must be floating point, got dtype {x.dtype}")
-        x = x.detach()
+        if x.requires_grad:
+            x = x.detach()
         dtype = self.learners.dtype
         if x.dtype != dtype:
             x = x.to(dtype)
@@ -496,7 +510,7 @@ class Booster(nn.Module, ABC):
         device = self.y0_fixed.device
         if x.device != device:
             raise ValueError(f"features are on {x.device} but the booster is on {device}")
-        if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
+        if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
             bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
             raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
         return x
