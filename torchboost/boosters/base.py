@@ -143,6 +143,8 @@ class Booster(nn.Module, ABC):
     supports_distributed = True
     #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
     _round_labels: Tensor | None = None
+    #: each buffer and its copy taken at the start of the last round (:meth:`_round_snapshot`)
+    _snapshot_pairs: tuple[tuple[Tensor, Tensor], ...] = ()
 
     @property
     def monitors_stall(self) -> bool:
@@ -289,12 +291,23 @@ class Booster(nn.Module, ABC):
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
 
-    def _round_snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], Tensor | None]:
+    def _round_snapshot(self) -> tuple[tuple[tuple[Tensor, Tensor], ...], Tensor | None]:
+        """Copies of every buffer (and the random generator's state) for a failed round to
+        restore: one multi-tensor copy into tensors kept from the last round while the buffers
+        are the same (a ``.to()`` or a new buffer allocates them again)."""
         generator = getattr(self, "generator", None)
         state = generator.get_state() if isinstance(generator, torch.Generator) else None
-        return [(b, b.clone()) for b in _every_buffer(self)], state
+        buffers = _every_buffer(self)
+        pairs = self._snapshot_pairs
+        if len(pairs) != len(buffers) or not all(
+                b is old and b.shape == saved.shape
+                for b, (old, saved) in zip(buffers, pairs, strict=True)):
+            pairs = self._snapshot_pairs = tuple((b, torch.empty_like(b)) for b in buffers)
+        if pairs:
+            torch._foreach_copy_([saved for _, saved in pairs], buffers)
+        return pairs, state
 
-    def _restore_round_snapshot(self, saved: tuple[list[tuple[Tensor, Tensor]],
+    def _restore_round_snapshot(self, saved: tuple[tuple[tuple[Tensor, Tensor], ...],
                                                    Tensor | None]) -> None:
         buffers, state = saved
         with torch.no_grad():
@@ -466,16 +479,17 @@ class Booster(nn.Module, ABC):
             if self.sync is not None:
                 self.sync.sum_(sums)
             residual_sq, target_sq_sum, norm_sum = sums[:3]
+            # add_, not +=: no nn.Module attribute (or slice) assignment after the in-place add
             if h.shape[0] == self.n_learners:  # every learner: no slices
-                self.residual_sq_sum += residual_sq
-                self.target_sq_sum += target_sq_sum
+                self.residual_sq_sum.add_(residual_sq)
+                self.target_sq_sum.add_(target_sq_sum)
             else:
                 span = slice(first, first + h.shape[0])
-                self.residual_sq_sum[span] += residual_sq
-                self.target_sq_sum[span] += target_sq_sum
+                self.residual_sq_sum[span].add_(residual_sq)
+                self.target_sq_sum[span].add_(target_sq_sum)
             self._round_fit = (norm_sum, residual_sq, batch)
             if self.y0_mode == "mean":
-                self.label_statistic_sum += sums[3]
+                self.label_statistic_sum.add_(sums[3])
         self.compute_units += batch * self.units_per_round_example()
         self.samples_seen += batch
         self.rounds += 1

@@ -97,11 +97,11 @@ class StallMonitor(nn.Module):
             sums = [s.double() for s in sums]
             sync.sum_(sums)
         batch = z.shape[0] if batch is None else batch
-        self.statistic_sum += sums[0]
+        self.statistic_sum.add_(sums[0])  # add_, not +=: no buffer re-registration
         self.seen += batch
         if not first:
-            self.partial_loss += sums[1]
-            self.constant_loss += sums[2]
+            self.partial_loss.add_(sums[1])
+            self.constant_loss.add_(sums[2])
             self.in_window += batch
         if self.in_window < self.window:
             return []
