@@ -265,7 +265,8 @@ class Booster(nn.Module, ABC):
         self._round_labels = labels
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
-            self.stall.warn(symptoms, self._stall_hint())
+            if symptoms:  # the hint reads the steps: only for a warning
+                self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
 
     def _stall_hint(self) -> str:
