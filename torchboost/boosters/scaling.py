@@ -80,22 +80,24 @@ class RunningMoments(nn.Module):
         batch_mean = values.mean(dims, keepdim=True)
         batch_sq_dev = (values - batch_mean).square().sum(dims).double()
         batch_mean = batch_mean.reshape(-1).double()
-        n = torch.full((1,), float(size), dtype=torch.float64, device=values.device)
+        # the batch size as a tensor only to be summed over the replicas
+        n = (torch.full((1,), float(size), dtype=torch.float64, device=values.device)
+             if sync is not None else None)
         if not self.started:  # the first batch: its (global) mean is the shift
             mean = batch_mean
-            if sync is not None:
+            if n is not None:
                 total = torch.cat([batch_mean * size, n])
                 sync.sum_([total])
                 mean = total[:-1] / total[-1]
-            count, sq_dev = torch.zeros_like(n[0]), torch.zeros_like(mean)
+            count, sq_dev = batch_mean.new_zeros(()), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
         # sums of the deviations from the shift and of their squares (Chan et al.'s update)
         delta = batch_mean - mean
         s1, s2 = size * delta, batch_sq_dev + size * delta.square()
-        if sync is not None:
+        if n is not None:
             sync.sum_([s1, s2, n])
-        total = count + n[0]
+        total = count + (size if n is None else n[0])
         return total, mean + s1 / total, sq_dev + s2 - s1.square() / total
 
     @property
@@ -188,7 +190,7 @@ def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
 def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
     std = _std(count, sq_dev)
     constant = (std <= CONSTANT_TOLERANCE * mean.abs()) | (std == 0)
-    return torch.where(constant, torch.ones_like(std), std)
+    return torch.where(constant, 1.0, std)
 
 
 def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
