@@ -40,3 +40,20 @@ def test_stagewise_cost_times_loop_and_stacked_prefix_per_stage(benchmarks):
     assert [r["stage"] for r in report["results"]] == [2, 3]  # stages_of(4)
     for r in report["results"]:
         assert r["speedup"] == pytest.approx(r["loop_s"] / r["stacked_s"])
+
+
+def test_round_ops_counts_a_round_by_function(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import round_ops
+    try:
+        first, second = round_ops.report(2), round_ops.report(2)
+    finally:
+        for name in ("round_ops", "common"):
+            sys.modules.pop(name, None)
+    assert first == second  # counts, not timings: the same every time
+    assert sum(first["by_function"].values()) == first["total"]
+    assert first["total"] == first["learners"] + first["fixed"]
+    assert first["by_function"]["stacked_sequential.stacked_sequential"] > 0
+    assert first["by_function"]["base._record_round"] > 0
+    # the fixed cost of a stacked SGB round: 84 operations before issue 13's cuts, 57 after
+    assert first["fixed"] <= 57

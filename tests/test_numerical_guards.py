@@ -230,6 +230,26 @@ def test_check_round_ignores_sums_that_overflow_over_finite_entries():
         check_round(h, torch.zeros(3, 4, 1), torch.zeros(2, 4, 1))
 
 
+def test_input_checks_accept_sums_that_overflow_over_finite_entries():
+    """Features and labels are checked by one sum each; a sum that overflows although every
+    entry is finite falls back to the entrywise scan, which accepts the batch, and a NaN or inf
+    among such entries is still found (rows named, nothing learnt)."""
+    booster = SGB(linear_learners([[0.0], [0.0]]), "squared", step=0.5, standardize=False,
+                  optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.0})
+    huge = torch.full((4, 1), 3e38)  # its float32 sum is inf
+    assert booster.learn(huge, torch.zeros(4)).flatten().tolist() == [0.0] * 4
+    assert booster.learn(torch.zeros(4, 1), huge.flatten()).flatten().tolist() == [0.0] * 4
+    assert booster.rounds == 2
+    bad = huge.clone()
+    bad[2, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"features contain NaN or inf \(rows \[2\]\)"):
+        booster.learn(bad, torch.zeros(4))
+    bad[2, 0] = float("nan")
+    with pytest.raises(ValueError, match="labels contain NaN or inf"):
+        booster.learn(torch.zeros(4, 1), bad.flatten())
+    assert booster.rounds == 2 and booster.samples_seen == 8
+
+
 class OtherReplica(Synchronizer):
     """A one-rank synchronizer whose all-reduce adds what a second replica would contribute."""
 

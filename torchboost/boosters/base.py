@@ -21,6 +21,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -124,7 +125,8 @@ class Booster(nn.Module, ABC):
         self.samples_seen = 0
         self.rounds = 0
         self.input_shape: tuple[int, ...] | None = None
-        self.last_diagnostics: dict[str, Tensor] = {}
+        #: the last round's sums behind :attr:`last_diagnostics` (divided only when read)
+        self._round_fit: tuple[Tensor, Tensor, int] | None = None
         #: the replicas' synchronizer when training data-parallel (:meth:`distribute`)
         self.sync: Synchronizer | None = None
         #: running standardisation of features and regression targets (:mod:`.scaling`), set by
@@ -142,6 +144,8 @@ class Booster(nn.Module, ABC):
     supports_distributed = True
     #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
     _round_labels: Tensor | None = None
+    #: each buffer and its copy taken at the start of the last round (:meth:`_round_snapshot`)
+    _snapshot_pairs: tuple[tuple[Tensor, Tensor], ...] = ()
 
     @property
     def monitors_stall(self) -> bool:
@@ -262,7 +266,8 @@ class Booster(nn.Module, ABC):
         self._round_labels = labels
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
-            self.stall.warn(symptoms, self._stall_hint())
+            if symptoms:  # the hint reads the steps: only for a warning
+                self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
 
     def _stall_hint(self) -> str:
@@ -295,12 +300,23 @@ class Booster(nn.Module, ABC):
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
 
-    def _round_snapshot(self) -> tuple[list[tuple[Tensor, Tensor]], Tensor | None]:
+    def _round_snapshot(self) -> tuple[tuple[tuple[Tensor, Tensor], ...], Tensor | None]:
+        """Copies of every buffer (and the random generator's state) for a failed round to
+        restore: one multi-tensor copy into tensors kept from the last round while the buffers
+        are the same (a ``.to()`` or a new buffer allocates them again)."""
         generator = getattr(self, "generator", None)
         state = generator.get_state() if isinstance(generator, torch.Generator) else None
-        return [(b, b.clone()) for b in _every_buffer(self)], state
+        buffers = _every_buffer(self)
+        pairs = self._snapshot_pairs
+        if len(pairs) != len(buffers) or not all(
+                b is old and b.shape == saved.shape
+                for b, (old, saved) in zip(buffers, pairs, strict=True)):
+            pairs = self._snapshot_pairs = tuple((b, torch.empty_like(b)) for b in buffers)
+        if pairs:
+            torch._foreach_copy_([saved for _, saved in pairs], buffers)
+        return pairs, state
 
-    def _restore_round_snapshot(self, saved: tuple[list[tuple[Tensor, Tensor]],
+    def _restore_round_snapshot(self, saved: tuple[tuple[tuple[Tensor, Tensor], ...],
                                                    Tensor | None]) -> None:
         buffers, state = saved
         with torch.no_grad():
@@ -404,6 +420,16 @@ class Booster(nn.Module, ABC):
         sums weighted when the learners' losses are)."""
         return 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(1e-300)
 
+    @property
+    def last_diagnostics(self) -> dict[str, Tensor]:
+        """The last round's per-learner ``target_norm`` (mean norm of its target) and
+        ``fit_error`` (mean squared error to it, weighted like its loss); empty before the first
+        round. Divided when read, not every round."""
+        if self._round_fit is None:
+            return {}
+        norm_sum, residual_sq, batch = self._round_fit
+        return {"target_norm": norm_sum / batch, "fit_error": residual_sq / batch}
+
     def diagnostics(self) -> dict[str, Tensor]:
         """Per-learner diagnostics of the last round plus running edges."""
         return {**self.last_diagnostics, "edge": self.edges().float()}
@@ -462,15 +488,17 @@ class Booster(nn.Module, ABC):
             if self.sync is not None:
                 self.sync.sum_(sums)
             residual_sq, target_sq_sum, norm_sum = sums[:3]
-            span = slice(first, first + h.shape[0])
-            self.residual_sq_sum[span] += residual_sq
-            self.target_sq_sum[span] += target_sq_sum
-            self.last_diagnostics = {
-                "target_norm": norm_sum / batch,
-                "fit_error": residual_sq / batch,
-            }
+            # add_, not +=: no nn.Module attribute (or slice) assignment after the in-place add
+            if h.shape[0] == self.n_learners:  # every learner: no slices
+                self.residual_sq_sum.add_(residual_sq)
+                self.target_sq_sum.add_(target_sq_sum)
+            else:
+                span = slice(first, first + h.shape[0])
+                self.residual_sq_sum[span].add_(residual_sq)
+                self.target_sq_sum[span].add_(target_sq_sum)
+            self._round_fit = (norm_sum, residual_sq, batch)
             if self.y0_mode == "mean":
-                self.label_statistic_sum += sums[3]
+                self.label_statistic_sum.add_(sums[3])
         self.compute_units += batch * self.units_per_round_example()
         self.samples_seen += batch
         self.rounds += 1
@@ -493,7 +521,8 @@ class Booster(nn.Module, ABC):
             raise ValueError("empty batch: features have 0 rows")
         if not x.is_floating_point():
             raise ValueError(f"features must be floating point, got dtype {x.dtype}")
-        x = x.detach()
+        if x.requires_grad:
+            x = x.detach()
         dtype = self.learners.dtype
         if x.dtype != dtype:
             x = x.to(dtype)
@@ -504,7 +533,7 @@ class Booster(nn.Module, ABC):
         device = self.y0_fixed.device
         if x.device != device:
             raise ValueError(f"features are on {x.device} but the booster is on {device}")
-        if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
+        if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
             bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
             raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
         return x

@@ -285,8 +285,8 @@ def _norms_bounded(tensors: list[Tensor]) -> bool:
         return True
     norms = torch.stack(torch._foreach_norm(tensors, 2))
     dtypes = {t.dtype for t in tensors}
-    if len(dtypes) == 1:  # the usual case: a scalar limit, no host-to-device copy
-        return bool((norms <= _square_limit(dtypes.pop())).all())
+    if len(dtypes) == 1:  # the usual case: the largest norm against a scalar (NaN: not <=)
+        return float(norms.max()) <= _square_limit(dtypes.pop())
     limits = torch.tensor([_square_limit(t.dtype) for t in tensors], device=norms.device)
     return bool((norms <= limits).all())
 

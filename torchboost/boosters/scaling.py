@@ -80,22 +80,24 @@ class RunningMoments(nn.Module):
         batch_mean = values.mean(dims, keepdim=True)
         batch_sq_dev = (values - batch_mean).square().sum(dims).double()
         batch_mean = batch_mean.reshape(-1).double()
-        n = torch.full((1,), float(size), dtype=torch.float64, device=values.device)
+        # the batch size as a tensor only to be summed over the replicas
+        n = (torch.full((1,), float(size), dtype=torch.float64, device=values.device)
+             if sync is not None else None)
         if not self.started:  # the first batch: its (global) mean is the shift
             mean = batch_mean
-            if sync is not None:
+            if n is not None:
                 total = torch.cat([batch_mean * size, n])
                 sync.sum_([total])
                 mean = total[:-1] / total[-1]
-            count, sq_dev = torch.zeros_like(n[0]), torch.zeros_like(mean)
+            count, sq_dev = batch_mean.new_zeros(()), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
         # sums of the deviations from the shift and of their squares (Chan et al.'s update)
         delta = batch_mean - mean
         s1, s2 = size * delta, batch_sq_dev + size * delta.square()
-        if sync is not None:
+        if n is not None:
             sync.sum_([s1, s2, n])
-        total = count + n[0]
+        total = count + (size if n is None else n[0])
         return total, mean + s1 / total, sq_dev + s2 - s1.square() / total
 
     @property
@@ -140,6 +142,10 @@ class Standardizer(nn.Module):
         self.features = RunningMoments()
         self.labels = RunningMoments() if targets else None
         self._pending: list[tuple[Tensor, Tensor, Tensor]] = []
+        #: the label statistics' mean and scale this round computed, and those the last round
+        #: committed with the buffers (and versions) that hold them: reused while untouched
+        self._next_labels: tuple[Tensor, Tensor] | None = None
+        self._committed_labels: tuple[tuple | None, tuple[Tensor, Tensor]] | None = None
 
     def learn(self, x: Tensor, z: Tensor,
               sync: Synchronizer | None) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
@@ -152,18 +158,32 @@ class Standardizer(nn.Module):
         x = _standardize(x, features[1], _scale(*features))
         if self.labels is None:
             return x, z, _identity
-        seen = self.labels.started
-        mean = self.labels.mean.clone() if seen else torch.zeros_like(z[0], dtype=torch.float64)
-        scale = self.labels.scale() if seen else torch.zeros_like(mean)
+        if self.labels.started:
+            mean, scale = self._stored_labels()
+        else:
+            mean = torch.zeros_like(z[0], dtype=torch.float64)
+            scale = torch.zeros_like(mean)
         labels = self.labels.updated(z, sync)
         self._pending.append(labels)
-        return x, _standardize(z, labels[1], _scale(*labels)), lambda y: _unscale(y, mean, scale)
+        self._next_labels = labels[1], _scale(*labels)
+        return (x, _standardize(z, *self._next_labels), lambda y: _unscale(y, mean, scale))
+
+    def _stored_labels(self) -> tuple[Tensor, Tensor]:
+        """The stored label statistics' mean (a copy) and scale: those the last round computed
+        when the buffers hold what it committed (no in-place change or replacement since, as
+        their version counters tell), else computed from the buffers."""
+        committed = self._committed_labels
+        if committed is not None and _unchanged(committed[0], self.labels):
+            return committed[1]
+        return self.labels.mean.clone(), self.labels.scale()
 
     def commit(self) -> None:
         """Store the statistics of the round :meth:`learn` prepared."""
         for moments, stats in zip((self.features, self.labels), self._pending, strict=False):
             moments.commit(*stats)
-        self._pending = []
+        if self.labels is not None and self._next_labels is not None:
+            self._committed_labels = _stamp(self.labels), self._next_labels
+        self._pending, self._next_labels = [], None
 
     def inputs(self, x: Tensor) -> Tensor:
         """Features standardised with the current statistics (as given before any round)."""
@@ -181,6 +201,22 @@ class Standardizer(nn.Module):
         return _unscale(y, self.labels.mean, self.labels.scale())
 
 
+def _stamp(moments: RunningMoments) -> tuple | None:
+    """The tensors holding ``moments``' statistics and their version counters (``None`` for
+    inference tensors, which have none)."""
+    tensors = (moments.count, moments.mean, moments.sq_dev)
+    if any(t.is_inference() for t in tensors):
+        return None
+    return tuple((t, t._version) for t in tensors)
+
+
+def _unchanged(stamp: tuple | None, moments: RunningMoments) -> bool:
+    """Whether ``moments`` still hold the tensors of ``stamp``, none changed in place since."""
+    tensors = (moments.count, moments.mean, moments.sq_dev)
+    return stamp is not None and all(t is old and t._version == version
+                                     for t, (old, version) in zip(tensors, stamp, strict=True))
+
+
 def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
     return (sq_dev.clamp_min(0) / count.clamp_min(1)).sqrt()
 
@@ -188,7 +224,7 @@ def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
 def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
     std = _std(count, sq_dev)
     constant = (std <= CONSTANT_TOLERANCE * mean.abs()) | (std == 0)
-    return torch.where(constant, torch.ones_like(std), std)
+    return torch.where(constant, 1.0, std)
 
 
 def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:

@@ -221,7 +221,7 @@ class StepSizeAdam(torch.nn.Module):
         """One Adam step on ``log η`` given ``∂L/∂η_i`` of shape ``(n,)``."""
         grad = derivative.to(self.log_step.dtype) * self.steps()
         beta1, beta2 = self.betas
-        self.count += 1
+        self.count.add_(1)
         self.exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
         self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         m_hat = self.exp_avg / (1 - beta1 ** self.count)

@@ -88,20 +88,20 @@ class StallMonitor(nn.Module):
         size); at the end of a window, return the symptoms seen for the first time (else
         ``[]``)."""
         first = self.seen < self.window  # the warm-up: the label statistics only
-        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0).double()]
+        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0)]
         if not first:
             mean = (self.statistic_sum / self.seen).to(partials.dtype)
             constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
-            sums += [self.loss.value(partials, z).sum(-1).double(),
-                     self.loss.value(constant, z).sum().double()]
-        if sync is not None:
+            sums += [self.loss.value(partials, z).sum(-1), self.loss.value(constant, z).sum()]
+        if sync is not None:  # summed in float64 (the buffers' dtype, to which they are added)
+            sums = [s.double() for s in sums]
             sync.sum_(sums)
         batch = z.shape[0] if batch is None else batch
-        self.statistic_sum += sums[0]
+        self.statistic_sum.add_(sums[0])  # add_, not +=: no buffer re-registration
         self.seen += batch
         if not first:
-            self.partial_loss += sums[1]
-            self.constant_loss += sums[2]
+            self.partial_loss.add_(sums[1])
+            self.constant_loss.add_(sums[2])
             self.in_window += batch
         if self.in_window < self.window:
             return []
