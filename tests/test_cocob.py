@@ -79,7 +79,7 @@ def test_reduces_loss_on_a_tiny_regression_and_state_round_trips():
         booster.learn(x[t:t + 25], y[t:t + 25])
     after = booster.evaluate(x[2500:], y[2500:])["loss"]
     constant = float((y[2500:] - y[:2500].mean()).square().mean()) / 2
-    # 1.27 -> 0.73 (Adam at SGB's default lr 3e-2: 0.72); the training mean scores 1.18
+    # 1.27 -> 0.73 (Adam at lr 3e-2: 0.72); the training mean scores 1.18
     assert after < 0.6 * before and after < 0.7 * constant, (before, after, constant)
     buffer = io.BytesIO()
     torch.save(booster.state_dict(), buffer)
