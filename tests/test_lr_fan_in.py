@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
-from torch import nn
+from boost_helpers import (
+    assert_same_learners,
+    assert_state_round_trips,
+    regression_stream,
+    stream_both,
+)
 
-from tests.boost_helpers import regression_stream
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.sgb import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.learners import ConvNet, OptimizerSpec, Prodigy
@@ -78,18 +80,6 @@ def test_stacked_equals_loop_with_scaled_rates():
 
     stacked, loop = make("stacked"), make("loop")
     assert stacked.learners.mode == "stacked" and stacked.learners.lr_scaled
-    for t in range(0, 400, 40):
-        stacked.learn(x[t:t + 40], y[t:t + 40])
-        loop.learn(x[t:t + 40], y[t:t + 40])
-    for i in range(3):
-        for name, value in loop.learners.learner_state(i).items():
-            assert torch.allclose(stacked.learners.learner_state(i)[name], value,
-                                  atol=1e-5, rtol=1e-4), (i, name)
-    buffer = io.BytesIO()
-    torch.save(stacked.state_dict(), buffer)
-    copy = make("stacked")
-    copy.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=False))
-    stacked.learn(x[:40], y[:40])
-    copy.learn(x[:40], y[:40])
-    assert torch.equal(copy.predict(x[:40]), stacked.predict(x[:40]))
-    assert isinstance(stacked.learners.learner(0), nn.Module)
+    stream_both(stacked, loop, x, y, 40)
+    assert_same_learners(stacked, loop)
+    assert_state_round_trips(stacked, lambda: make("stacked"), x[:40], y[:40])
