@@ -67,6 +67,9 @@ def test_d_max_caps_the_estimate_and_bad_arguments_raise():
         with pytest.raises(ValueError):
             Prodigy([w], **bad)
     assert Prodigy in PER_LEARNER_OPTIMIZERS
+    calls = []
+    assert opt.step(lambda: calls.append(torch.is_grad_enabled()) or 2.5) == 2.5  # torch's contract
+    assert calls == [True]
 
 
 def test_stacked_instance_keeps_one_estimate_per_learner():

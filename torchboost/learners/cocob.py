@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchboost.learners.closure import evaluate_closure
+
 __all__ = ["COCOBBackprop"]
 
 #: per-parameter state, in the order of the paper's Alg. 2: ``w_1``, ``L``, ``G``, ``Reward``, ``θ``
@@ -58,10 +60,7 @@ class COCOBBackprop(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:

@@ -48,6 +48,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchboost.learners.closure import evaluate_closure
+
 __all__ = ["Prodigy"]
 
 
@@ -92,10 +94,7 @@ class Prodigy(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             self._step_group(group)
         return loss
