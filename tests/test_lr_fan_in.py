@@ -83,3 +83,24 @@ def test_stacked_equals_loop_with_scaled_rates():
     stream_both(stacked, loop, x, y, 40)
     assert_same_learners(stacked, loop)
     assert_state_round_trips(stacked, lambda: make("stacked"), x[:40], y[:40])
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_a_frozen_wide_layer_stays_frozen_under_the_rule(mode):
+    def learner() -> TwoLayerNet:
+        net = _wide(100)
+        net[1].weight.requires_grad_(False)  # the layer the rule would scale
+        return net
+
+    torch.manual_seed(4)
+    booster = SGB(learner, n_learners=2, mode=mode, stall_window=None)
+    assert booster.learners.mode == mode and booster.learners.lr_scaled
+    before = [{k: v.clone() for k, v in booster.learners.learner_state(i).items()}
+              for i in range(2)]
+    x, y = regression_stream(200, d=100)
+    for t in range(0, 200, 40):
+        booster.learn(x[t:t + 40], y[t:t + 40])
+    for i in range(2):
+        after = booster.learners.learner_state(i)
+        assert torch.equal(after["1.weight"], before[i]["1.weight"])
+        assert not torch.equal(after["3.weight"], before[i]["3.weight"])
