@@ -66,7 +66,8 @@ def sgb_round(n: int, standardize: bool = False) -> Callable[[], Any]:
     """One stacked SGB ``learn`` of the SLICE shape, past the stall monitor's warm-up."""
     torch.manual_seed(0)
     booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, 1, activation="leaky_relu"),
-                  "squared", n_learners=n, mode="stacked", standardize=standardize)
+                  "squared", n_learners=n, mode="stacked", standardize=standardize,
+                  optimizer_kwargs={"lr": 1e-3})  # one rate, one fused Adam call (as before)
     x, y = torch.randn(BATCH, IN_FEATURES), torch.randn(BATCH)
     with warnings.catch_warnings():  # one batch repeated: the monitor rightly calls it a stall
         warnings.simplefilter("ignore", BoostingStallWarning)

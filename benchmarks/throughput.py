@@ -6,8 +6,12 @@ The SLICE shape of the SGB paper: 384 inputs, two-layer learners with 10 hidden 
 ReLU), batch 256. The monolithic reference is one ``384 → 10N → 1`` network (the same parameter
 count up to N−1 output biases) trained by one Adam on squared loss: what the hardware does with
 the same work when nothing is split into learners. The boosters run with ``standardize=False``
-like that network; ``standardize_overhead`` is the extra time of SGB's default running
-standardisation (:mod:`torchboost.boosters.scaling`) at each N.
+like that network, and with one Adam learning rate for every weight like it (SGB's default rule
+would give the 384-input layer its own parameter group, i.e. a second fused Adam call);
+``standardize_overhead`` is the extra time of SGB's default running standardisation
+(:mod:`torchboost.boosters.scaling`) at each N, ``prodigy_overhead`` that of
+:class:`~torchboost.learners.Prodigy` (capped, so that the guards' bound applies) instead of
+Adam.
 
     python benchmarks/throughput.py                 # CPU (and CUDA when available)
     python benchmarks/throughput.py --n 8 64 256 --device cuda --out results.json
@@ -41,6 +45,7 @@ from torch import nn
 
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
+from torchboost.learners import Prodigy
 
 
 def booster_step(n: int, mode: str, device: str, classes: int = 0,
@@ -49,7 +54,8 @@ def booster_step(n: int, mode: str, device: str, classes: int = 0,
     torch.manual_seed(0)
     out = max(classes, 1)
     loss = "softmax" if classes else "squared"
-    options = {"standardize": False, **options}  # like the monolithic network
+    options = {"standardize": False, "optimizer_kwargs": {"lr": 1e-3},  # like the monolithic
+               **options}                                              # network
     booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, out, activation="leaky_relu"), loss,
                   n_learners=n, n_outputs=out, mode=mode, **options).to(device)
     x = torch.randn(BATCH, IN_FEATURES, device=device)
@@ -94,10 +100,13 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
         steps = {"stacked": booster_step(n, "stacked", device),
                  "loop": booster_step(n, "loop", device),
                  "monolithic": monolithic_step(n, device),
-                 "standardized": booster_step(n, "stacked", device, standardize=True)}
+                 "standardized": booster_step(n, "stacked", device, standardize=True),
+                 "prodigy": booster_step(n, "stacked", device, optimizer=Prodigy,
+                                         optimizer_kwargs={"d0": 1e-3, "d_max": 3e-2})}
         seconds = interleaved(steps, device, min_seconds * len(steps), repeats)
-        row.update({name: BATCH / s for name, s in seconds.items() if name != "standardized"})
+        row.update({name: BATCH / seconds[name] for name in ("stacked", "loop", "monolithic")})
         row["standardize_overhead"] = seconds["standardized"] / seconds["stacked"] - 1.0
+        row["prodigy_overhead"] = seconds["prodigy"] / seconds["stacked"] - 1.0
         row["stacked_over_loop"] = row["stacked"] / row["loop"]
         row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
         row.update(second_order_overheads(n, device, min_seconds, repeats))
@@ -107,6 +116,7 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
               f"  stacked/loop {row['stacked_over_loop']:6.2f}"
               f"  stacked/mono {row['stacked_over_monolithic']:5.2f}"
               f"  standardize +{100 * row['standardize_overhead']:.1f}%"
+              f"  prodigy +{100 * row['prodigy_overhead']:.1f}%"
               f"  newton +{100 * row['newton_overhead']:.1f}%"
               f"  newton+learned +{100 * row['learned_overhead']:.1f}%", flush=True)
     return rows

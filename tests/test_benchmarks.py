@@ -31,7 +31,8 @@ def test_throughput_rows_compare_stacked_loop_and_monolithic(benchmarks):
     assert all(row[name] > 0 for name in ("stacked", "loop", "monolithic"))
     assert row["stacked_over_loop"] == pytest.approx(row["stacked"] / row["loop"])
     assert row["stacked_over_monolithic"] == pytest.approx(row["stacked"] / row["monolithic"])
-    assert {"standardize_overhead", "newton_overhead", "learned_overhead"} <= row.keys()
+    assert {"standardize_overhead", "prodigy_overhead", "newton_overhead",
+            "learned_overhead"} <= row.keys()
 
 
 def test_stagewise_cost_times_loop_and_stacked_prefix_per_stage(benchmarks):
