@@ -67,6 +67,15 @@ def test_round_scores_are_the_score_of_the_last_round(regression, make_booster, 
     assert {key: float(value) for key, value in scores.items()} == booster.score(prediction, y)
 
 
+def test_batches_on_the_device_are_not_transferred_again(make_booster):
+    module = StreamingBoosterModule(make_booster("sgb"))
+    batch = (torch.zeros(3, 5), torch.zeros(3))
+    assert module.transfer_batch_to_device(batch, torch.device("cpu"), 0) is batch
+    mixed = [torch.zeros(3, 5), "label"]  # not only tensors: Lightning's transfer
+    moved = module.transfer_batch_to_device(mixed, torch.device("cpu"), 0)
+    assert moved is not mixed and moved[0] is mixed[0] and moved[1] == "label"
+
+
 def test_overhead_benchmark_times_identical_runs():
     spec = importlib.util.spec_from_file_location("lightning_overhead", BENCHMARK)
     benchmark = importlib.util.module_from_spec(spec)

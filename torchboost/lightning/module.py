@@ -152,6 +152,16 @@ class StreamingBoosterModule(pl.LightningModule):
     def configure_optimizers(self) -> BoostingRound:
         return BoostingRound(self.booster.parameters())
 
+    def transfer_batch_to_device(self, batch: Any, device: torch.device,
+                                 dataloader_idx: int) -> Any:
+        """The batch itself when it is a tuple or list of tensors already on ``device`` (a
+        stream on the booster's device); otherwise Lightning's transfer, which walks any
+        collection and would only rebuild the tuple here, a few percent of a small round."""
+        if isinstance(batch, tuple | list) and all(
+                isinstance(value, Tensor) and value.device == device for value in batch):
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     @_signature_kept
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
