@@ -11,12 +11,17 @@ initialisations:
 
 Both are timed whole (the Lightning time includes building the trainer), alternating Lightning
 and raw runs so that load from other processes hits both alike, and the medians over
-``repeats`` are compared. ``identical`` says whether both give bit-identical boosters (every
+``repeats`` are compared. With ``--floor`` a third run joins the alternation: the same quiet
+trainer fitting a module whose training step only calls ``booster.learn`` (no optimizer step,
+no scoring, no logging; torch's plain CUDA check as in the raw loop) — what Lightning's own
+per-batch loop costs, which no work in :class:`StreamingBoosterModule` can go below while one
+Lightning step is one round. ``identical`` says whether both give bit-identical boosters (every
 tensor of the ``state_dict``). Without ABALONE a synthetic regression of the same shape
 (4177 × 8, 90% training) stands in, and ``data`` says so.
 
     python benchmarks/lightning_overhead.py                   # CPU
     python benchmarks/lightning_overhead.py --device cuda --passes 5 --repeats 7
+    python benchmarks/lightning_overhead.py --repeats 7 --floor    # + Lightning's own floor
 """
 
 from __future__ import annotations
@@ -77,6 +82,33 @@ def lightning_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
     trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
 
 
+class LearnOnly(pl.LightningModule):
+    """Lightning's floor: a manual-optimisation step that only runs the round. Without an
+    optimizer ``global_step`` stays 0 (so ``max_steps`` or step-based checkpoints would not
+    work), and nothing is scored or logged."""
+
+    def __init__(self, booster: SGB) -> None:
+        super().__init__()
+        self.booster = booster
+        self.automatic_optimization = False
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.booster.learn(*batch)
+
+    def configure_optimizers(self) -> None:
+        return None
+
+
+def floor_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
+    """:func:`lightning_run` with :class:`LearnOnly` in place of the module, under torch's
+    plain CUDA check (the module switches to it when its fit starts)."""
+    trainer = pl.Trainer(max_epochs=1, accelerator="gpu" if device.startswith("cuda") else "cpu",
+                         devices=1, logger=False, enable_checkpointing=False,
+                         enable_model_summary=False, enable_progress_bar=False)
+    with plain_cuda_check():
+        trainer.fit(LearnOnly(booster), train_dataloaders=stream)
+
+
 def raw_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
     """The plain loop, as in a process that never imported Lightning: with torch's plain CUDA
     check (importing Lightning switches on an NVML-based one that costs every Adam step)."""
@@ -110,37 +142,40 @@ def identical(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _alternate(passes: int, repeats: int, device: str, abalone: str | Path | None
-               ) -> tuple[dict[str, list[float]], bool, str, int]:
+def _alternate(passes: int, repeats: int, device: str, abalone: str | Path | None,
+               floor: bool = False) -> tuple[dict[str, list[float]], bool, str, int]:
     """Wall and CPU seconds of each timed run (keys ``lightning``, ``raw``, ``lightning_cpu``,
-    ``raw_cpu``), whether every pair gave identical boosters, the data's name and the number
-    of steps (rounds) per run."""
+    ``raw_cpu``, and ``floor``, ``floor_cpu`` with ``floor``), whether every round of runs gave
+    identical boosters, the data's name and the number of steps (rounds) per run."""
     x, y, name = load_features(abalone)
     x, y = x.to(device), y.to(device)
     runs = {"lightning": lightning_run, "raw": raw_run}
-    times: dict[str, list[float]] = {key: [] for key in ("lightning", "raw", "lightning_cpu",
-                                                         "raw_cpu")}
+    if floor:
+        runs["floor"] = floor_run
+    times: dict[str, list[float]] = {f"{key}{kind}": [] for key in runs for kind in ("", "_cpu")}
     same = True
     for i in range(repeats + 1):
-        order = ("lightning", "raw") if i % 2 == 0 else ("raw", "lightning")
+        order = tuple(runs) if i % 2 == 0 else tuple(reversed(runs))
         boosters = {}
         for key in order:
             seconds, cpu_seconds, boosters[key] = _timed(runs[key], x, y, passes, device)
             if i > 0:  # the first pair warms up
                 times[key].append(seconds)
                 times[f"{key}_cpu"].append(cpu_seconds)
-        same = same and identical(boosters["lightning"].state_dict(),
-                                  boosters["raw"].state_dict())
+        same = same and all(identical(boosters[key].state_dict(), boosters["raw"].state_dict())
+                            for key in runs)
     return times, same, name, len(_stream(x, y, passes))
 
 
 def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
-            abalone: str | Path | None = None, threads: int | None = 1) -> dict[str, Any]:
+            abalone: str | Path | None = None, threads: int | None = 1,
+            floor: bool = False) -> dict[str, Any]:
     """Median seconds of the Lightning run and of the raw loop over ``repeats`` alternating
     pairs (after one untimed warm-up pair), their ratio (also per pair, and of the process CPU
     seconds, which load from other processes disturbs less), and whether both give identical
     boosters. ``threads`` fixes ``torch.set_num_threads`` during the measurement (restored
-    afterwards; ``None`` leaves it)."""
+    afterwards; ``None`` leaves it). ``floor`` adds the learn-only Lightning run to each pair
+    (``floor_seconds``, ``floor_over_raw``, ``floor_over_raw_cpu``)."""
     previous = torch.get_num_threads()
     quiet = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
     levels = [log.level for log in quiet]
@@ -151,19 +186,22 @@ def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
             log.setLevel(logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            times, same, name, steps = _alternate(passes, repeats, device, abalone)
+            times, same, name, steps = _alternate(passes, repeats, device, abalone, floor)
     finally:
         torch.set_num_threads(previous)
         for log, level in zip(quiet, levels, strict=True):
             log.setLevel(level)
     median = {key: statistics.median(values) for key, values in times.items()}
     ratios = [a / b for a, b in zip(times["lightning"], times["raw"], strict=True)]
+    floors = {"floor_seconds": median["floor"],
+              "floor_over_raw": median["floor"] / median["raw"],
+              "floor_over_raw_cpu": median["floor_cpu"] / median["raw_cpu"]} if floor else {}
     return {"lightning_seconds": median["lightning"], "raw_seconds": median["raw"],
             "lightning_over_raw": median["lightning"] / median["raw"],
             "pair_ratios": ratios,
             "lightning_cpu_seconds": median["lightning_cpu"], "raw_cpu_seconds": median["raw_cpu"],
             "lightning_over_raw_cpu": median["lightning_cpu"] / median["raw_cpu"],
-            "identical": same, "data": name, "device": device,
+            **floors, "identical": same, "data": name, "device": device,
             "passes": passes, "repeats": repeats, "steps": steps,
             "n_learners": N_LEARNERS, "batch": BATCH,
             "threads": threads if threads is not None else previous}
@@ -177,9 +215,11 @@ def main() -> None:
     parser.add_argument("--abalone", type=Path, default=None,
                         help="abalone.csv or its directory (default: the bundled copy)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time a Lightning step that only calls learn")
     args = parser.parse_args()
     print(json.dumps(measure(args.passes, args.repeats, args.device, args.abalone,
-                             args.threads or None), indent=2))
+                             args.threads or None, args.floor), indent=2))
 
 
 if __name__ == "__main__":

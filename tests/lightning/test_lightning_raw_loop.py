@@ -81,12 +81,16 @@ def test_overhead_benchmark_times_identical_runs():
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)  # importing runs nothing
     threads = torch.get_num_threads()
-    result = benchmark.measure(passes=1, repeats=1)
+    result = benchmark.measure(passes=1, repeats=1, floor=True)
     assert torch.get_num_threads() == threads
+    # the learn-only floor run trains the same booster bit for bit too
     assert result["identical"] and result["data"] == "abalone"
     assert result["steps"] == math.ceil(3759 / 32)
     assert result["lightning_over_raw"] == pytest.approx(
         result["lightning_seconds"] / result["raw_seconds"])
+    assert result["floor_over_raw"] == pytest.approx(
+        result["floor_seconds"] / result["raw_seconds"])
+    assert "floor_seconds" not in benchmark.measure(passes=1, repeats=1)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the NVML check stays on where CUDA exists")
