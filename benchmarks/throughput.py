@@ -5,10 +5,13 @@ loop, and stagewise GB's seconds per batch by stage — one JSON.
 The SLICE shape of the SGB paper: 384 inputs, two-layer learners with 10 hidden units (leaky
 ReLU), batch 256. The monolithic reference is one ``384 → 10N → 1`` network (the same parameter
 count up to N−1 output biases) trained by one Adam on squared loss: what the hardware does with
-the same work when nothing is split into learners. The boosters run with ``standardize=False``
-like that network, and with one Adam learning rate for every weight like it (SGB's default rule
-would give the 384-input layer its own parameter group, i.e. a second fused Adam call);
-``standardize_overhead`` is the extra time of SGB's default running standardisation
+the same work when nothing is split into learners. ``learners`` is the stacked learners' own
+step with no booster around it (:func:`learners_step`): ``learners_over_monolithic`` bounds
+what stacked/monolithic can reach, and ``outside_learners`` is the share of a stacked round
+spent beyond it (checks, guards, partial sums, book-keeping). The boosters run with
+``standardize=False`` like that network, and with one Adam learning rate for every weight like
+it (SGB's default rule would give the 384-input layer its own parameter group, i.e. a second
+fused Adam call); ``standardize_overhead`` is the extra time of SGB's default running standardisation
 (:mod:`torchboost.boosters.scaling`) at each N, ``prodigy_overhead`` that of
 :class:`~torchboost.learners.Prodigy` (capped, so that the guards' bound applies) instead of
 Adam.
@@ -45,7 +48,7 @@ from torch import nn
 
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
-from torchboost.learners import Prodigy
+from torchboost.learners import Prodigy, WeakLearners
 
 
 def booster_step(n: int, mode: str, device: str, classes: int = 0,
@@ -78,6 +81,24 @@ def second_order_overheads(n: int, device: str, min_seconds: float,
             for name in ("newton", "learned")}
 
 
+def learners_step(n: int, device: str) -> Callable[[], None]:
+    """The stacked learners' own step, with no booster around it: their forward, the gradient
+    of their squared losses to fixed targets, backward and the fused Adam step, with the same
+    learners and rate as :func:`booster_step`. What is left of a stacked round without its
+    checks, guards, partial sums and book-keeping: the ceiling of stacked/monolithic."""
+    torch.manual_seed(0)
+    learners = WeakLearners(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, activation="leaky_relu"),
+                            n, mode="stacked", optimizer_kwargs={"lr": 1e-3}).to(device)
+    x = torch.randn(BATCH, IN_FEATURES, device=device)
+    targets = torch.randn(n, BATCH, 1, device=device)
+
+    def step() -> None:
+        outputs = learners(x)
+        learners.step_outputs(outputs, (outputs.detach() - targets) * (2.0 / BATCH))
+
+    return step
+
+
 def monolithic_step(n: int, device: str) -> Callable[[], None]:
     torch.manual_seed(0)
     net = TwoLayerNet(IN_FEATURES, HIDDEN * n, activation="leaky_relu").to(device)
@@ -100,21 +121,27 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
         steps = {"stacked": booster_step(n, "stacked", device),
                  "loop": booster_step(n, "loop", device),
                  "monolithic": monolithic_step(n, device),
+                 "learners": learners_step(n, device),
                  "standardized": booster_step(n, "stacked", device, standardize=True),
                  "prodigy": booster_step(n, "stacked", device, optimizer=Prodigy,
                                          optimizer_kwargs={"d0": 1e-3, "d_max": 3e-2})}
         seconds = interleaved(steps, device, min_seconds * len(steps), repeats)
-        row.update({name: BATCH / seconds[name] for name in ("stacked", "loop", "monolithic")})
+        row.update({name: BATCH / seconds[name]
+                    for name in ("stacked", "loop", "monolithic", "learners")})
         row["standardize_overhead"] = seconds["standardized"] / seconds["stacked"] - 1.0
         row["prodigy_overhead"] = seconds["prodigy"] / seconds["stacked"] - 1.0
         row["stacked_over_loop"] = row["stacked"] / row["loop"]
         row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
+        row["learners_over_monolithic"] = row["learners"] / row["monolithic"]
+        row["outside_learners"] = 1.0 - seconds["learners"] / seconds["stacked"]
         row.update(second_order_overheads(n, device, min_seconds, repeats))
         rows.append(row)
         print(f"{device:5s} N={n:4d}  stacked {row['stacked']:10.0f}/s"
               f"  loop {row['loop']:10.0f}/s  monolithic {row['monolithic']:10.0f}/s"
               f"  stacked/loop {row['stacked_over_loop']:6.2f}"
               f"  stacked/mono {row['stacked_over_monolithic']:5.2f}"
+              f"  learners/mono {row['learners_over_monolithic']:5.2f}"
+              f"  outside learners {100 * row['outside_learners']:.0f}%"
               f"  standardize +{100 * row['standardize_overhead']:.1f}%"
               f"  prodigy +{100 * row['prodigy_overhead']:.1f}%"
               f"  newton +{100 * row['newton_overhead']:.1f}%"

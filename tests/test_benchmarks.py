@@ -28,9 +28,11 @@ def test_throughput_rows_compare_stacked_loop_and_monolithic(benchmarks):
         warnings.simplefilter("ignore")
         (row,) = throughput.measure([2], "cpu", 0.01, 1)
     assert row["n_learners"] == 2
-    assert all(row[name] > 0 for name in ("stacked", "loop", "monolithic"))
+    assert all(row[name] > 0 for name in ("stacked", "loop", "monolithic", "learners"))
     assert row["stacked_over_loop"] == pytest.approx(row["stacked"] / row["loop"])
     assert row["stacked_over_monolithic"] == pytest.approx(row["stacked"] / row["monolithic"])
+    assert row["learners_over_monolithic"] == pytest.approx(row["learners"] / row["monolithic"])
+    assert row["outside_learners"] == pytest.approx(1 - row["stacked"] / row["learners"])
     assert {"standardize_overhead", "prodigy_overhead", "newton_overhead",
             "learned_overhead"} <= row.keys()
 
