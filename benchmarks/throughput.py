@@ -11,8 +11,8 @@ what stacked/monolithic can reach, and ``outside_learners`` is the share of a st
 spent beyond it (checks, guards, partial sums, book-keeping). The boosters run with
 ``standardize=False`` like that network, and with one Adam learning rate for every weight like
 it (SGB's default rule would give the 384-input layer its own parameter group, i.e. a second
-fused Adam call); ``standardize_overhead`` is the extra time of SGB's default running standardisation
-(:mod:`torchboost.boosters.scaling`) at each N, ``prodigy_overhead`` that of
+fused Adam call); ``standardize_overhead`` is the extra time of SGB's default running
+standardisation (:mod:`torchboost.boosters.scaling`) at each N, ``prodigy_overhead`` that of
 :class:`~torchboost.learners.Prodigy` (capped, so that the guards' bound applies) instead of
 Adam.
 
