@@ -173,3 +173,20 @@ def test_learners_step_fused_by_default_and_unfused_checkpoints_still_load():
     for gb in (fused, unfused):
         gb.learn(*batches(1, seed=3)[0])
     assert_same(fused, unfused, batches(1)[0][0])
+
+
+def test_the_stacked_rows_follow_the_engine_to_another_dtype():
+    gb = build()
+    for x, y in batches(2):
+        gb.learn(x, y)
+    gb.next_stage()
+    gb.learn(*batches(1)[0])
+    gb.next_stage()
+    x = batches(1)[0][0]
+    expected = gb.frozen_prefix(x, 2)
+    engine = gb.frozen_prefix._engine
+    assert next(iter(engine.rows(2).values())).dtype == torch.float32
+    engine.double()  # the cached row views go with the replaced stacked tensors
+    assert all(rows.dtype == torch.float64 for rows in engine.rows(2).values())
+    gb.double()
+    torch.testing.assert_close(gb.frozen_prefix(x.double(), 2), expected.double(), **TOL)
