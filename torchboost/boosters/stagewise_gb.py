@@ -92,8 +92,11 @@ class StagewiseGB(SGB):
         frozen = min(k, int(self.stage))
         if frozen < 2 or k > self.n_learners:
             return super()._forward_learners(x, n_learners)
+        prefix = self.frozen_prefix(x, frozen)
+        if k == frozen:
+            return prefix
         later = [self.learners.forward_one(j, x).unsqueeze(0) for j in range(frozen, k)]
-        return torch.cat([self.frozen_prefix(x, frozen), *later])
+        return torch.cat([prefix, *later])
 
     def units_per_round_example(self) -> int:
         return int(self.stage) + 3
@@ -163,7 +166,9 @@ class StagewiseGB(SGB):
         total, count = None, 0
         for x, y in batches:
             self.learn(x, y)
-            batch_error = self.last_diagnostics["fit_error"][0].double() * x.shape[0]
+            # last_diagnostics()["fit_error"][0], without its other division
+            _, residual_sq, batch = self._round_fit  # type: ignore[misc]
+            batch_error = (residual_sq[0] / batch).double() * x.shape[0]
             total = batch_error if total is None else total + batch_error
             count += x.shape[0]
             if on_batch_end is not None:

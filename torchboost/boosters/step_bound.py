@@ -146,7 +146,13 @@ class MomentInvariant:
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         """After a step taken while the invariant held: it still holds (the Cauchy–Schwarz
-        step of the module docstring), for the moments as they are now."""
+        step of the module docstring), for the moments as they are now. When every moment
+        existed before the step, the record already names them (Adam updates them in place;
+        had the step replaced one, :meth:`holds` would see a new tensor and check it)."""
+        record = self._records.get(opt)
+        if record is not None and record[2] and all(
+                m is not None and v is not None for m, v in record[1]):
+            return
         self._records[opt] = (*self._signature(opt), True)
 
 
