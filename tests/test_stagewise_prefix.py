@@ -190,3 +190,25 @@ def test_the_stacked_rows_follow_the_engine_to_another_dtype():
     assert all(rows.dtype == torch.float64 for rows in engine.rows(2).values())
     gb.double()
     torch.testing.assert_close(gb.frozen_prefix(x.double(), 2), expected.double(), **TOL)
+
+
+def test_fit_loss_is_the_epochs_size_weighted_fit_error_summed_in_batch_order():
+    """``fit``'s ``fit_loss``: the last epoch's ``last_diagnostics()["fit_error"]`` of each
+    round times its batch size, summed in float64 in batch order, over the examples (batches
+    of different sizes), to the last bit."""
+    data = batches(5)
+    data[2] = (data[2][0][:7], data[2][1][:7])
+    gb = build()
+    seen: list[float] = []
+
+    def record(model: StagewiseGB) -> None:
+        seen.append(model.last_diagnostics["fit_error"][0].double())
+
+    history = gb.fit(data, max_epochs=1, on_batch_end=record)
+    assert len(seen) == len(data) * gb.n_learners
+    for stage in history:
+        last = seen[stage["stage"] * len(data):(stage["stage"] + 1) * len(data)]
+        total = last[0] * data[0][0].shape[0]
+        for error, (x, _) in zip(last[1:], data[1:], strict=True):
+            total = total + error * x.shape[0]
+        assert stage["fit_loss"] == float(total) / sum(x.shape[0] for x, _ in data)
