@@ -4,6 +4,8 @@ is walked again)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -84,3 +86,14 @@ def test_a_failed_round_restores_buffers_added_or_replaced_since_the_last_round(
     count = gb.learners.learner(0).count.clone()
     gb.learn(x.double(), y)  # and a successful round still writes them
     assert torch.equal(gb.learners.learner(0).count, count + 1)
+
+
+def test_a_copied_booster_restores_its_own_buffers():
+    x, y = torch.randn(8, 3), torch.randn(8)
+    gb = booster("SGB")
+    gb.learn(x, y)
+    copied = copy.deepcopy(gb)
+    failed_round_keeps(copied, x, y)
+    copied.learn(x, y)
+    assert float(copied.learners.learner(0).count[0]) == 2.0
+    assert float(gb.learners.learner(0).count[0]) == 1.0  # the original's buffers untouched
