@@ -394,9 +394,8 @@ class Booster(nn.Module, ABC):
             out["error"] = (labels != truth).double().mean()
         return out
 
-    @torch.no_grad()
     def initial_prediction(self, x: Tensor) -> Tensor:
-        """``y^0`` for a batch, ``(B, m)``."""
+        """``y^0`` for a batch, ``(B, m)`` (from buffers and constants: no autograd graph)."""
         if self.y0_mode == "mean" and self.samples_seen > 0:
             mean = self.label_statistic_sum / self.samples_seen
             y0 = self.loss.best_constant(mean.to(x.dtype))
