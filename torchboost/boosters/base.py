@@ -135,10 +135,10 @@ class Booster(nn.Module, ABC):
         self.standardizer: Standardizer | None = None
         #: examples in the current round's (global) batch
         self._round_size = 0
-        #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
-        #: boosters that predict their last partial sum, with ``stall_window`` examples a window
         #: the buffers' copies a failed round restores (:meth:`_round_snapshot`)
         self._snapshot = RoundSnapshot()
+        #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
+        #: boosters that predict their last partial sum, with ``stall_window`` examples a window
         self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window)
                       if stall_window is not None and self.monitors_stall else None)
 
