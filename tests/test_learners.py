@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 
 import pytest
 import torch
@@ -235,3 +236,28 @@ def test_loading_a_live_state_dict_does_not_share_optimizer_moments():
     moments = [next(iter(o.state.values()))["exp_avg"] for o in (a.optimizers[0], b.optimizers[0])]
     assert moments[0].data_ptr() != moments[1].data_ptr()
     assert not torch.equal(moments[0], moments[1])
+
+
+def test_dtype_is_the_first_floating_parameter():
+    """``WeakLearners.dtype`` walks to the first floating tensor of ``parameters()`` then
+    ``buffers()``, past integer buffers, ``None`` entries and nested modules."""
+
+    class Nested(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+            self.register_parameter("unused", None)
+            self.inner = nn.Sequential(nn.Identity(), nn.Linear(3, 2).double())
+            self.head = nn.Linear(2, 1)
+
+    def reference(learners: WeakLearners) -> torch.dtype:
+        return next((t.dtype for t in itertools.chain(learners.parameters(), learners.buffers())
+                     if t.is_floating_point()), torch.get_default_dtype())
+
+    cases = [WeakLearners(Nested, 2, mode="loop"), WeakLearners(lambda: nn.Linear(3, 1), 3),
+             WeakLearners(lambda: nn.Linear(3, 1).double(), 3, mode="loop")]
+    assert [learners.dtype for learners in cases] == [reference(learners) for learners in cases]
+    assert [learners.dtype for learners in cases] == [torch.float64, torch.float32,
+                                                       torch.float64]
+    cases[0].float()  # converted in place: the walk reads the live tensors
+    assert cases[0].dtype == torch.float32

@@ -173,3 +173,92 @@ def test_learners_step_fused_by_default_and_unfused_checkpoints_still_load():
     for gb in (fused, unfused):
         gb.learn(*batches(1, seed=3)[0])
     assert_same(fused, unfused, batches(1)[0][0])
+
+
+def test_the_stacked_rows_follow_the_engine_to_another_dtype():
+    gb = build()
+    for x, y in batches(2):
+        gb.learn(x, y)
+    gb.next_stage()
+    gb.learn(*batches(1)[0])
+    gb.next_stage()
+    x = batches(1)[0][0]
+    expected = gb.frozen_prefix(x, 2)
+    engine = gb.frozen_prefix._engine
+    assert next(iter(engine.rows(2).values())).dtype == torch.float32
+    engine.double()  # the cached row views go with the replaced stacked tensors
+    assert all(rows.dtype == torch.float64 for rows in engine.rows(2).values())
+    gb.double()
+    torch.testing.assert_close(gb.frozen_prefix(x.double(), 2), expected.double(), **TOL)
+
+
+def test_fit_loss_is_the_epochs_size_weighted_fit_error_summed_in_batch_order():
+    """``fit``'s ``fit_loss``: the last epoch's ``last_diagnostics()["fit_error"]`` of each
+    round times its batch size, summed in float64 in batch order, over the examples (batches
+    of different sizes), to the last bit."""
+    data = batches(5)
+    data[2] = (data[2][0][:7], data[2][1][:7])
+    gb = build()
+    seen: list[float] = []
+
+    def record(model: StagewiseGB) -> None:
+        seen.append(model.last_diagnostics["fit_error"][0].double())
+
+    history = gb.fit(data, max_epochs=1, on_batch_end=record)
+    assert len(seen) == len(data) * gb.n_learners
+    for stage in history:
+        last = seen[stage["stage"] * len(data):(stage["stage"] + 1) * len(data)]
+        total = last[0] * data[0][0].shape[0]
+        for error, (x, _) in zip(last[1:], data[1:], strict=True):
+            total = total + error * x.shape[0]
+        assert stage["fit_loss"] == float(total) / sum(x.shape[0] for x, _ in data)
+
+
+def test_every_edit_of_a_frozen_learner_reaches_the_stacked_copy():
+    """The copy is refilled only when a parameter may have changed: each edit below changes a
+    version counter, a storage address or a tensor, and the next call sees it."""
+    data = batches(4)
+    stacked, loop = build(), build(stacked=False)
+    for gb in (stacked, loop):
+        for _ in range(3):
+            for x, y in data:
+                gb.learn(x, y)
+            gb.next_stage()
+    x = data[0][0]
+    assert_same(stacked, loop, x)
+    filled = stacked.frozen_prefix._filled
+    stacked.predict(x)
+    assert stacked.frozen_prefix._filled is filled  # nothing changed: no refill
+
+    def in_place(gb: StagewiseGB) -> None:
+        with torch.no_grad():
+            gb.learners.learner(1)[1].weight.mul_(-2.0)
+
+    def through_detach(gb: StagewiseGB) -> None:
+        gb.learners.learner(0)[3].bias.detach().add_(3.0)
+
+    def load(gb: StagewiseGB) -> None:
+        gb.learners.learner(0).load_state_dict(gb.learners.learner(2).state_dict())
+
+    def assign_data(gb: StagewiseGB) -> None:
+        bias = gb.learners.learner(2)[1].bias
+        bias.data = torch.linspace(-1.0, 1.0, bias.numel())
+
+    def vector(gb: StagewiseGB) -> None:
+        params = list(gb.learners.learner(1).parameters())
+        torch.nn.utils.vector_to_parameters(
+            torch.nn.utils.parameters_to_vector(params).flip(0), params)
+
+    def new_parameter(gb: StagewiseGB) -> None:
+        layer = gb.learners.learner(2)[3]
+        layer.weight = nn.Parameter(torch.full_like(layer.weight, 0.5))
+
+    for edit in (in_place, through_detach, load, assign_data, vector, new_parameter):
+        before = stacked.predict(x)
+        for gb in (stacked, loop):
+            edit(gb)
+        assert not torch.allclose(stacked.predict(x), before), edit.__name__
+        assert_same(stacked, loop, x)
+        for gb in (stacked, loop):
+            gb.learn(*data[1])
+        assert_same(stacked, loop, x)

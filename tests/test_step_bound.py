@@ -104,3 +104,31 @@ def test_loaded_moments_that_break_the_invariant_take_the_checked_path(monkeypat
     booster.learners.optimizers[0].load_state_dict(state)
     assert _copies(booster, 1, monkeypatch) == 1
     assert _copies(booster, 1, monkeypatch) == 1  # judged once per state: still the same tensors
+
+
+def test_the_moment_record_vouches_for_the_tensors_it_saw_and_checks_new_ones():
+    """``holds`` checks new moments entry by entry once; ``stepped`` after an in-place step
+    keeps the record; moments replaced (a loaded or edited state) or other betas are checked
+    again, and a state that breaks the invariant is not vouched for."""
+    param = nn.Parameter(torch.randn(4, 3))
+    opt = torch.optim.Adam([param], lr=0.01)
+    record = MomentInvariant()
+    assert record.holds(opt)  # no state yet: Adam starts the moments at zero
+    param.grad = torch.randn(4, 3)
+    opt.step()
+    record.stepped(opt)  # the moments were created by the step: recorded now
+    assert record.holds(opt)
+    for _ in range(3):
+        param.grad = torch.randn(4, 3)
+        opt.step()
+        record.stepped(opt)
+        assert record.holds(opt)
+    state = opt.state[param]
+    state["exp_avg"] = state["exp_avg"] + 100 * state["exp_avg_sq"].sqrt() + 1.0  # |m| >> sqrt(v)
+    assert not record.holds(opt)  # a new tensor: checked, and it breaks the invariant
+    state["exp_avg"] = torch.zeros_like(param)
+    assert record.holds(opt)
+    state["exp_avg"] = state["exp_avg_sq"].sqrt() * 5.0  # within K∞ = 7.3 of the defaults ...
+    assert record.holds(opt)
+    opt.param_groups[0]["betas"] = (0.5, 0.6)  # ... not of these (K∞ = 1.04): checked again
+    assert not record.holds(opt)

@@ -31,6 +31,8 @@ import math
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, repeat
+from operator import is_, is_not
 
 import torch
 from torch import Tensor
@@ -124,18 +126,21 @@ class MomentInvariant:
 
     @staticmethod
     def _signature(opt: torch.optim.Optimizer) -> tuple:
-        betas = tuple(tuple(float(b) for b in g["betas"]) for g in opt.param_groups)
-        moments = tuple((state.get("exp_avg"), state.get("exp_avg_sq"))
-                        for g in opt.param_groups for p in g["params"]
-                        for state in (opt.state.get(p, {}),))
+        """Every group's betas, and every parameter's two moment tensors (``None`` before its
+        first step) in one flat tuple."""
+        betas = tuple(tuple(map(float, g["betas"])) for g in opt.param_groups)
+        states = map(opt.state.get, chain.from_iterable(g["params"] for g in opt.param_groups))
+        moments = tuple(chain.from_iterable(
+            (state.get("exp_avg"), state.get("exp_avg_sq")) if state else (None, None)
+            for state in states))
         return betas, moments
 
     def holds(self, opt: torch.optim.Optimizer) -> bool:
         """Whether the invariant holds now (checking new moments or betas once)."""
         betas, moments = self._signature(opt)
         record = self._records.get(opt)
-        if record is not None and record[0] == betas and all(
-                a is c and b is d for (a, b), (c, d) in zip(record[1], moments, strict=True)):
+        if (record is not None and record[0] == betas and len(record[1]) == len(moments)
+                and all(map(is_, record[1], moments))):
             return record[2]
         holds = all(_moments_within(m, v, *betas[i])
                     for i, g in enumerate(opt.param_groups) for p in g["params"]
@@ -146,7 +151,12 @@ class MomentInvariant:
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         """After a step taken while the invariant held: it still holds (the Cauchy–Schwarz
-        step of the module docstring), for the moments as they are now."""
+        step of the module docstring), for the moments as they are now. When every moment
+        existed before the step, the record already names them (Adam updates them in place;
+        had the step replaced one, :meth:`holds` would see a new tensor and check it)."""
+        record = self._records.get(opt)
+        if record is not None and record[2] and all(map(is_not, record[1], repeat(None))):
+            return
         self._records[opt] = (*self._signature(opt), True)
 
 

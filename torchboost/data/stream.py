@@ -154,8 +154,9 @@ class DataStream:
             if self.standardize == "running":
                 self._update(self.x[rows])
             self._consumed += 1
-            mine = rows.tensor_split(self.world_size)[self.rank]
-            yield self.transform(self.x[mine]), self.y[mine]
+            mine = rows if self.world_size == 1 else rows.tensor_split(self.world_size)[self.rank]
+            # index_select: the rows of x[mine] and y[mine] without advanced indexing's set-up
+            yield self.transform(self.x.index_select(0, mine)), self.y.index_select(0, mine)
 
     @property
     def n_samples(self) -> int:

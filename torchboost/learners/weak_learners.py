@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -169,11 +168,20 @@ class WeakLearners(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The learners' floating dtype (that of their first floating parameter or buffer;
-        the default dtype when they have none): features are cast to it."""
-        for tensor in itertools.chain(self.parameters(), self.buffers()):
-            if tensor.is_floating_point():
-                return tensor.dtype
+        """The learners' floating dtype (that of their first floating parameter or buffer, in
+        the order of ``parameters()`` then ``buffers()``; the default dtype when they have
+        none): features are cast to it. Read every round, so found by a walk that stops at the
+        first one (``parameters()`` sets up a generator per module first)."""
+        for members in ("_parameters", "_buffers"):
+            stack: list[nn.Module | None] = [self]
+            while stack:
+                module = stack.pop()
+                if module is None:
+                    continue
+                for tensor in getattr(module, members).values():
+                    if tensor is not None and tensor.is_floating_point():
+                        return tensor.dtype
+                stack += reversed(module._modules.values())
         return torch.get_default_dtype()
 
     @contextmanager

@@ -1,0 +1,101 @@
+"""The copy of a booster's buffers that a failed round restores (:meth:`Booster.learn
+<torchboost.boosters.base.Booster.learn>` leaves the booster as it was when it raises).
+
+Every round copies every buffer of the booster and its submodules (σ, running sums, BatchNorm
+statistics, ...) into tensors kept from the round before, in one multi-tensor copy. Finding the
+buffers means walking the module tree: with N learners in ``mode="loop"`` that is O(N) modules
+(84 for stagewise GB's 16 two-layer nets, about 20 µs of a 0.8 ms round on keggundirected).
+:class:`RoundSnapshot` keeps the list from the last walk and walks again only when the tree may
+hold other buffers, which a check reads in C loops (about a third of the walk's time) over live
+views of every module's ``_modules`` and ``_buffers`` dicts as the last walk found them: a child
+added, removed or replaced (``add_module``, assignment, ``ModuleList.insert``, ``del``) changes
+the children, a buffer registered, assigned, set to ``None`` or replaced (``.to()``,
+``.double()``, ``load_state_dict(assign=True)``) the buffer entries, and a buffer resized in
+place its shape. Values written in place need no walk: the copy reads them. A copied or
+unpickled booster walks its own tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ValuesView
+from itertools import chain
+from operator import attrgetter, is_
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["RoundSnapshot", "Snapshot"]
+
+#: the buffers and their copies
+Snapshot = tuple[list[Tensor], list[Tensor]]
+
+_shape = attrgetter("shape")
+
+
+class RoundSnapshot:
+    """Copies of the buffers of a module tree, taken by :meth:`take`, put back by
+    :meth:`restore` (see the module docstring)."""
+
+    def __init__(self) -> None:
+        #: live views of the ``_modules`` and ``_buffers`` dicts of every module of the last walk
+        self._module_views: list[ValuesView] = []
+        self._buffer_views: list[ValuesView] = []
+        #: what they held then: every module's children, every module's buffer entries
+        self._children: tuple = ()
+        self._entries: tuple = ()
+        #: each buffer (``None`` entries left out) and the tensor its copy goes to
+        self._buffers: list[Tensor] = []
+        self._copies: list[Tensor] = []
+        self._shapes: list[torch.Size] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # a copy walks its own tree (dict views do not pickle)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def take(self, module: nn.Module) -> Snapshot:
+        """Copy every buffer of ``module`` and its submodules; returns the buffers and their
+        copies for :meth:`restore` (lists that a later walk replaces, never changes)."""
+        if not self._unchanged():
+            self._walk(module)
+        if self._buffers:
+            torch._foreach_copy_(self._copies, self._buffers)
+        return self._buffers, self._copies
+
+    @staticmethod
+    def restore(snapshot: Snapshot) -> None:
+        """Put the copies of :meth:`take` back into their buffers."""
+        with torch.no_grad():
+            for buffer, copy in zip(*snapshot, strict=True):
+                buffer.copy_(copy)
+
+    def _unchanged(self) -> bool:
+        """Whether the tree holds the buffers of the last walk, with their shapes."""
+        children = tuple(chain.from_iterable(self._module_views))
+        entries = tuple(chain.from_iterable(self._buffer_views))
+        return (bool(self._module_views)
+                and len(children) == len(self._children) and all(map(is_, children,
+                                                                     self._children))
+                and len(entries) == len(self._entries) and all(map(is_, entries, self._entries))
+                and list(map(_shape, self._buffers)) == self._shapes)
+
+    def _walk(self, root: nn.Module) -> None:
+        """Find every module (each once) and buffer; allocate the copies."""
+        modules: list[nn.Module] = []
+        stack, seen = [root], set()
+        while stack:
+            current = stack.pop()
+            if current is None or id(current) in seen:
+                continue
+            seen.add(id(current))
+            modules.append(current)
+            stack += current._modules.values()
+        self._module_views = [m._modules.values() for m in modules]
+        self._buffer_views = [m._buffers.values() for m in modules]
+        self._children = tuple(chain.from_iterable(self._module_views))
+        self._entries = tuple(chain.from_iterable(self._buffer_views))
+        self._buffers = [b for b in self._entries if b is not None]
+        self._copies = [torch.empty_like(b) for b in self._buffers]
+        self._shapes = list(map(_shape, self._buffers))
