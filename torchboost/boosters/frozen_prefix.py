@@ -10,20 +10,10 @@ learner's optimizer; run one by one, the frozen ones cost ``i − 1`` module cal
 :class:`FrozenPrefix` computes the same ``i − 1`` predictions in one call of a
 :class:`~torchboost.learners.StackedEngine` (one GEMM per layer for plain MLPs,
 :mod:`~torchboost.learners.stacked_sequential`; ``vmap`` otherwise). Only the stacked *layout* is
-kept between calls: the stacked tensors hold a copy of the learners' parameters (one
-``torch.stack`` per parameter name), made again whenever a parameter may have changed since, so
-that loading a state, restoring a stage's best epoch, moving to another device or dtype, or
-editing a parameter in place all take effect at once, exactly as in the loop. A call first reads,
-for every parameter, the tensor, its version counter (which every in-place write through it or a
-``detach()``-ed alias advances: ``copy_``, ``load_state_dict``, an optimizer step, ``mul_`` under
-``torch.no_grad()``) and its storage's address (which ``.to()``, ``.double()`` and assigning
-``.data`` change; the storages last copied from are held, so no new one can take their address);
-the copy is refilled unless all of them, and the number of learners, are as at the last refill.
-Writes into ``.data`` (``p.data.mul_(2)``), which autograd does not count either, are the one
-edit this misses: edit parameters under ``torch.no_grad()``. Frozen learners do not change
-during a stage, so the copy is made once per stage, and restored epoch, instead of per batch
-(four ``torch.stack`` calls, about 3 % of a round for 16 learners).
-The learners' modes are followed too (all in ``train()`` or all in
+kept between calls: the stacked tensors are refilled from the learners' current parameters on
+every call (one ``torch.stack`` per parameter name), so loading a state, restoring a stage's best
+epoch, moving to another device or dtype, or editing a parameter in place all take effect at once,
+exactly as in the loop. The learners' modes are followed too (all in ``train()`` or all in
 ``eval()``; a mixture runs the loop). Learners that cannot run stacked run the loop: those
 :func:`~torchboost.learners.stacked.stacking_problem` rejects (different architectures, BatchNorm
 with running statistics, ...), learners with buffers (a forward may update a buffer in place,
@@ -32,8 +22,7 @@ which a stacked copy would not write back) and learners that fail under ``vmap``
 
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter, getitem, is_
+from operator import attrgetter, getitem
 from typing import Any
 
 import torch
@@ -48,7 +37,6 @@ __all__ = ["FrozenPrefix"]
 _NO_STEP = OptimizerSpec(torch.optim.SGD)
 
 _training = attrgetter("training")
-_version = attrgetter("_version")
 
 
 class _Refillable(StackedEngine):
@@ -111,9 +99,6 @@ class FrozenPrefix:
         #: every submodule of the stacked learners, learner by learner
         self._submodules: list[nn.Module] = []
         self._verified = False
-        #: the last refill's ``k``, row views, version counters, storage addresses and tensors,
-        #: and aliases holding those storages (``None``: refill)
-        self._filled: tuple | None = None
 
     def __call__(self, x: Tensor, k: int) -> Tensor:
         """``(k, B, m)``: learners ``0..k−1`` on ``x`` (``1 <= k <= N``), in their own modes."""
@@ -125,23 +110,14 @@ class FrozenPrefix:
         sources = [list(map(getitem, dicts[:k], attrs[:k])) for dicts, attrs in self._slots]
         engine = self._engine
         assert engine is not None
-        tensors = tuple(chain.from_iterable(sources))
-        stamp = (k, engine.rows(k), list(map(_version, tensors)),
-                 list(map(Tensor.data_ptr, tensors)))
-        filled = self._filled
-        fresh = (filled is not None and filled[0] == k and filled[1] is stamp[1]
-                 and all(map(is_, tensors, filled[4])) and filled[2:4] == stamp[2:])
-        if not fresh and not engine.holds(sources):  # the learners were moved: a new layout
+        if not engine.holds(sources):  # the learners were moved: a new layout
             self._build(len(engine))
             return self(x, k)
         if self._engine_mode != mode:
             engine.train(mode)
             self._engine_mode = mode
         try:
-            if not fresh:
-                self._filled = None
-                engine.refill(k, sources)
-                self._filled = (*stamp, tensors, [t.detach() for t in tensors])
+            engine.refill(k, sources)
             out = engine.forward_rows(x, k)
             if not (torch.is_tensor(out) and out.ndim in (2, 3)):
                 raise ValueError("not one (B, m) or (B,) tensor per learner")
@@ -157,7 +133,7 @@ class FrozenPrefix:
     def _build(self, k: int) -> None:
         """The stacked layout of learners ``0..k−1``, or :attr:`problem`."""
         modules = [self.learners.learner(j) for j in range(k)]
-        self._engine, self._slots, self._submodules, self._filled = None, [], [], None
+        self._engine, self._slots, self._submodules = None, [], []
         problem = stacking_problem(modules, _NO_STEP)
         if problem is None and any(True for _ in modules[0].buffers()):
             problem = ("the learners have buffers, which a forward may update in place; a "
