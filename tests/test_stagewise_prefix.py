@@ -212,3 +212,53 @@ def test_fit_loss_is_the_epochs_size_weighted_fit_error_summed_in_batch_order():
         for error, (x, _) in zip(last[1:], data[1:], strict=True):
             total = total + error * x.shape[0]
         assert stage["fit_loss"] == float(total) / sum(x.shape[0] for x, _ in data)
+
+
+def test_every_edit_of_a_frozen_learner_reaches_the_stacked_copy():
+    """The stacked copy is refilled from the learners on every call: each edit below, a write
+    through ``.data`` included (which no version counter records), reaches the next call."""
+    data = batches(4)
+    stacked, loop = build(), build(stacked=False)
+    for gb in (stacked, loop):
+        for _ in range(3):
+            for x, y in data:
+                gb.learn(x, y)
+            gb.next_stage()
+    x = data[0][0]
+    assert_same(stacked, loop, x)
+
+    def in_place(gb: StagewiseGB) -> None:
+        with torch.no_grad():
+            gb.learners.learner(1)[1].weight.mul_(-2.0)
+
+    def through_detach(gb: StagewiseGB) -> None:
+        gb.learners.learner(0)[3].bias.detach().add_(3.0)
+
+    def through_data(gb: StagewiseGB) -> None:
+        gb.learners.learner(1)[3].weight.data.mul_(3.0)
+
+    def load(gb: StagewiseGB) -> None:
+        gb.learners.learner(0).load_state_dict(gb.learners.learner(2).state_dict())
+
+    def assign_data(gb: StagewiseGB) -> None:
+        bias = gb.learners.learner(2)[1].bias
+        bias.data = torch.linspace(-1.0, 1.0, bias.numel())
+
+    def vector(gb: StagewiseGB) -> None:
+        params = list(gb.learners.learner(1).parameters())
+        torch.nn.utils.vector_to_parameters(
+            torch.nn.utils.parameters_to_vector(params).flip(0), params)
+
+    def new_parameter(gb: StagewiseGB) -> None:
+        layer = gb.learners.learner(2)[3]
+        layer.weight = nn.Parameter(torch.full_like(layer.weight, 0.5))
+
+    for edit in (in_place, through_detach, through_data, load, assign_data, vector, new_parameter):
+        before = stacked.predict(x)
+        for gb in (stacked, loop):
+            edit(gb)
+        assert not torch.allclose(stacked.predict(x), before), edit.__name__
+        assert_same(stacked, loop, x)
+        for gb in (stacked, loop):
+            gb.learn(*data[1])
+        assert_same(stacked, loop, x)
