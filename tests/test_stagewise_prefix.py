@@ -39,6 +39,15 @@ def assert_same(a: StagewiseGB, b: StagewiseGB, x: torch.Tensor) -> None:
         torch.testing.assert_close(pa, pb, **TOL, msg=name)
 
 
+def train_stages(boosters: tuple[StagewiseGB, ...], data: list, stages: int = 3) -> None:
+    """``stages`` full stages of every booster on ``data``, one after another."""
+    for gb in boosters:
+        for _ in range(stages):
+            for x, y in data:
+                gb.learn(x, y)
+            gb.next_stage()
+
+
 def test_stacked_prefix_equals_the_loop_over_stages_save_load_and_best_epoch_restores():
     data, held_out = batches(), batches(4, seed=2)
     x_val = torch.cat([x for x, _ in held_out])
@@ -83,10 +92,7 @@ def test_prefix_follows_modes_moves_and_in_place_edits():
     stacked, loop = build(dropout_net), build(dropout_net, stacked=False)
     for gb in (stacked, loop):
         gb.eval()  # deterministic training: Dropout off in the frozen learners too
-        for _ in range(3):
-            for x, y in data:
-                gb.learn(x, y)
-            gb.next_stage()
+    train_stages((stacked, loop), data)
     x = data[0][0]
     assert_same(stacked, loop, x)
     stacked.train()  # Dropout on: the stacked prefix draws its own masks per learner
@@ -150,11 +156,7 @@ def test_a_frozen_learner_keeps_no_gradient():
 def test_stacked_prefix_on_cuda_equals_the_loop():
     data = [(x.cuda(), y.cuda()) for x, y in batches(6)]
     stacked, loop = build().cuda(), build(stacked=False).cuda()
-    for gb in (stacked, loop):
-        for _ in range(3):
-            for x, y in data:
-                gb.learn(x, y)
-            gb.next_stage()
+    train_stages((stacked, loop), data)
     assert_same(stacked, loop, data[0][0])
 
 
@@ -219,11 +221,7 @@ def test_every_edit_of_a_frozen_learner_reaches_the_stacked_copy():
     through ``.data`` included (which no version counter records), reaches the next call."""
     data = batches(4)
     stacked, loop = build(), build(stacked=False)
-    for gb in (stacked, loop):
-        for _ in range(3):
-            for x, y in data:
-                gb.learn(x, y)
-            gb.next_stage()
+    train_stages((stacked, loop), data)
     x = data[0][0]
     assert_same(stacked, loop, x)
 
