@@ -74,11 +74,16 @@ def _booster(n_features: int, device: str) -> SGB:
                optimizer_kwargs={"lr": LR}).to(device)
 
 
+def _quiet_trainer(device: str) -> pl.Trainer:
+    """A one-epoch trainer with no logger, checkpointing, model summary or progress bar."""
+    return pl.Trainer(max_epochs=1, accelerator="gpu" if device.startswith("cuda") else "cpu",
+                      devices=1, logger=False, enable_checkpointing=False,
+                      enable_model_summary=False, enable_progress_bar=False)
+
+
 def lightning_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
     """The Lightning path: a quiet one-epoch trainer fitting the module on the stream."""
-    trainer = pl.Trainer(max_epochs=1, accelerator="gpu" if device.startswith("cuda") else "cpu",
-                         devices=1, logger=False, enable_checkpointing=False,
-                         enable_model_summary=False, enable_progress_bar=False)
+    trainer = _quiet_trainer(device)
     trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
 
 
@@ -102,9 +107,7 @@ class LearnOnly(pl.LightningModule):
 def floor_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
     """:func:`lightning_run` with :class:`LearnOnly` in place of the module, under torch's
     plain CUDA check (the module switches to it when its fit starts)."""
-    trainer = pl.Trainer(max_epochs=1, accelerator="gpu" if device.startswith("cuda") else "cpu",
-                         devices=1, logger=False, enable_checkpointing=False,
-                         enable_model_summary=False, enable_progress_bar=False)
+    trainer = _quiet_trainer(device)
     with plain_cuda_check():
         trainer.fit(LearnOnly(booster), train_dataloaders=stream)
 
