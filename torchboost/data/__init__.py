@@ -33,6 +33,7 @@ Example:
 
 from torchboost.data.abalone import load_abalone
 from torchboost.data.adult import ADULT_LAYOUT, ADULT_N_FEATURES, load_adult
+from torchboost.data.batch_groups import BatchGroup, BatchGroups, ResumableBatchGroups
 from torchboost.data.csv_regression import load_csv_regression
 from torchboost.data.ct_slice import load_slice
 from torchboost.data.dataset import Dataset, Task
@@ -62,11 +63,14 @@ __all__ = [
     "STD_FLOOR",
     "YEAR_N_TRAIN",
     "BadInputError",
+    "BatchGroup",
+    "BatchGroups",
     "DataStream",
     "Dataset",
     "LoaderStream",
     "MultiPassStream",
     "Policy",
+    "ResumableBatchGroups",
     "ResumableScreenedStream",
     "ScreenedStream",
     "Standardize",
