@@ -13,6 +13,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from torchboost.data import BatchGroups
 from torchboost.lightning import StreamingBoosterModule
 
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "lightning_overhead.py"
@@ -29,10 +30,13 @@ class _UnitsSeen(pl.Callback):
         self.units.append(None if units is None else float(units))
 
 
+@pytest.mark.parametrize("group", [1, 3])
 @pytest.mark.parametrize("kind", ["sgb", "ogb_logistic"])
-def test_lightning_fit_equals_the_raw_loop_bit_for_bit(kind, regression, classification,
+def test_lightning_fit_equals_the_raw_loop_bit_for_bit(kind, group, regression, classification,
                                                       make_booster, make_stream,
                                                       trainer_kwargs, assert_identical):
+    """With ``group > 1`` the stream comes in BatchGroups: one step learns ``group`` rounds,
+    the booster and the scores stay those of the raw loop, and steps count groups."""
     data = regression if kind == "sgb" else classification
     raw = make_booster(kind)
     sums: dict[str, float] = {}
@@ -44,15 +48,19 @@ def test_lightning_fit_equals_the_raw_loop_bit_for_bit(kind, regression, classif
     module = StreamingBoosterModule(booster)
     seen = _UnitsSeen()
     trainer = pl.Trainer(**{**trainer_kwargs, "log_every_n_steps": 7}, callbacks=[seen])
-    trainer.fit(module, train_dataloaders=make_stream(data))
+    stream = make_stream(data)
+    trainer.fit(module, train_dataloaders=BatchGroups(stream, group) if group > 1 else stream)
 
     assert_identical(booster.state_dict(), raw.state_dict())
     # the running sums add each round's score as score() gives it, in round order
     assert module.progressive_scores() == {key: total / 2000 for key, total in sums.items()}
-    # logged at steps 7, 14, ..., 35 and at the last batch (40); unchanged in between
+    steps = math.ceil(40 / group)  # 40 batches
+    assert trainer.global_step == steps
+    # logged at steps 7, 14, ... and at the last one; unchanged in between
     units_per_batch = 50 * 3 * booster.n_learners
-    assert seen.units == [None] * 6 + [units_per_batch * (7 * (step // 7) if step < 40 else 40)
-                                       for step in range(7, 41)]
+    assert seen.units == [None] * 6 + [
+        units_per_batch * (min(group * 7 * (step // 7), 40) if step < steps else 40)
+        for step in range(7, steps + 1)]
     assert trainer.callback_metrics["compute_units"] == booster.compute_units
 
 
@@ -71,6 +79,8 @@ def test_batches_on_the_device_are_not_transferred_again(make_booster):
     module = StreamingBoosterModule(make_booster("sgb"))
     batch = (torch.zeros(3, 5), torch.zeros(3))
     assert module.transfer_batch_to_device(batch, torch.device("cpu"), 0) is batch
+    group = next(iter(BatchGroups([batch], 2)))  # moved batch by batch in the training step
+    assert module.transfer_batch_to_device(group, torch.device("cpu"), 0) is group
     mixed = [torch.zeros(3, 5), "label"]  # not only tensors: Lightning's transfer
     moved = module.transfer_batch_to_device(mixed, torch.device("cpu"), 0)
     assert moved is not mixed and moved[0] is mixed[0] and moved[1] == "label"
@@ -90,7 +100,9 @@ def test_overhead_benchmark_times_identical_runs():
         result["lightning_seconds"] / result["raw_seconds"])
     assert result["floor_over_raw"] == pytest.approx(
         result["floor_seconds"] / result["raw_seconds"])
-    assert "floor_seconds" not in benchmark.measure(passes=1, repeats=1)
+    grouped = benchmark.measure(passes=1, repeats=1, group=4)  # 4 rounds per Lightning step
+    assert "floor_seconds" not in grouped
+    assert grouped["identical"] and grouped["group"] == 4 and result["group"] == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the NVML check stays on where CUDA exists")

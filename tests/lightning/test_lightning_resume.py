@@ -15,7 +15,7 @@ from crash import CrashAt
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
-from torchboost.data import DataStream
+from torchboost.data import BatchGroups, DataStream
 from torchboost.lightning import StreamingBoosterModule, StreamingCallback
 
 pytestmark = [
@@ -32,14 +32,16 @@ EVAL_EVERY_UNITS = 3000.0
 
 
 def _run(data, make_booster, make_stream, trainer_kwargs, kind, callbacks=(), ckpt_path=None,
-         **overrides):
-    """One fit of a fresh module, stream and StreamingCallback; returns (module, callback)."""
+         group=1, **overrides):
+    """One fit of a fresh module, stream (in BatchGroups of ``group`` batches when
+    ``group > 1``) and StreamingCallback; returns (module, callback, trainer)."""
     module = StreamingBoosterModule(make_booster(kind))
     stream = make_stream(data)
     tracker = StreamingCallback(data.x_test, data.y_test, EVAL_EVERY_UNITS,
                                 transform=stream.transform)
     trainer = pl.Trainer(**{**trainer_kwargs, **overrides, "callbacks": [tracker, *callbacks]})
-    trainer.fit(module, train_dataloaders=stream, ckpt_path=ckpt_path)
+    trainer.fit(module, train_dataloaders=BatchGroups(stream, group) if group > 1 else stream,
+                ckpt_path=ckpt_path)
     return module, tracker, trainer
 
 
@@ -76,6 +78,34 @@ def test_lightning_resume_after_crash_is_exact(kind, regression, classification,
                                     ckpt_path=last)
     assert trainer.global_step == 40
     _assert_same_run(reference, (module, tracker), data, assert_identical)
+
+
+def test_lightning_resume_in_batch_groups_is_exact(regression, tmp_path, make_booster,
+                                                   make_stream, trainer_kwargs, assert_identical):
+    """Groups of 3 batches (14 steps over the 40 batches): a checkpoint falls on a group's end,
+    and the resumed fit is the uninterrupted grouped one, whose booster is the ungrouped one."""
+    ungrouped = _run(regression, make_booster, make_stream, trainer_kwargs, "sgb")[0]
+    reference = _run(regression, make_booster, make_stream, trainer_kwargs, "sgb", group=3)[:2]
+
+    saver = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=4, save_top_k=-1,
+                            save_last=True)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _run(regression, make_booster, make_stream, trainer_kwargs, "sgb", group=3,
+             callbacks=[saver, CrashAt(10)], enable_checkpointing=True)
+    checkpoint = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    assert checkpoint["global_step"] == 8
+    assert checkpoint["state_dict"]["booster._extra_state"]["rounds"] == 24
+
+    module, tracker, trainer = _run(regression, make_booster, make_stream, trainer_kwargs, "sgb",
+                                    group=3, ckpt_path=tmp_path / "last.ckpt")
+    assert trainer.global_step == 14 and module.booster.rounds == 40
+    _assert_same_run(reference, (module, tracker), regression, assert_identical)
+    assert_identical(ungrouped.booster.state_dict(), module.booster.state_dict())
+    assert ungrouped.progressive_scores() == module.progressive_scores()
+
+    with pytest.raises(ValueError, match="groups of 3 batches, this one in groups of 2"):
+        _run(regression, make_booster, make_stream, trainer_kwargs, "sgb", group=2,
+             ckpt_path=tmp_path / "last.ckpt")
 
 
 @pytest.mark.parametrize("resume", ["max_steps", "max_epochs=-1"])
