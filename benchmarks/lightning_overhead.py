@@ -41,7 +41,13 @@ import lightning.pytorch as pl
 import torch
 
 from torchboost import SGB, TwoLayerNet
-from torchboost.data import DataStream, MultiPassStream, load_abalone, synthetic_regression
+from torchboost.data import (
+    BatchGroups,
+    DataStream,
+    MultiPassStream,
+    load_abalone,
+    synthetic_regression,
+)
 from torchboost.lightning import StreamingBoosterModule
 from torchboost.lightning.cuda_check import plain_cuda_check
 
@@ -81,10 +87,13 @@ def _quiet_trainer(device: str) -> pl.Trainer:
                       enable_model_summary=False, enable_progress_bar=False)
 
 
-def lightning_run(booster: SGB, stream: MultiPassStream, device: str) -> None:
-    """The Lightning path: a quiet one-epoch trainer fitting the module on the stream."""
+def lightning_run(booster: SGB, stream: MultiPassStream, device: str, group: int = 1) -> None:
+    """The Lightning path: a quiet one-epoch trainer fitting the module on the stream, in
+    :class:`~torchboost.data.BatchGroups` of ``group`` batches (rounds per step) when
+    ``group > 1``."""
     trainer = _quiet_trainer(device)
-    trainer.fit(StreamingBoosterModule(booster), train_dataloaders=stream)
+    trainer.fit(StreamingBoosterModule(booster),
+                train_dataloaders=BatchGroups(stream, group) if group > 1 else stream)
 
 
 class LearnOnly(pl.LightningModule):
@@ -146,13 +155,14 @@ def identical(a: Any, b: Any) -> bool:
 
 
 def _alternate(passes: int, repeats: int, device: str, abalone: str | Path | None,
-               floor: bool = False) -> tuple[dict[str, list[float]], bool, str, int]:
+               floor: bool = False, group: int = 1,
+               ) -> tuple[dict[str, list[float]], bool, str, int]:
     """Wall and CPU seconds of each timed run (keys ``lightning``, ``raw``, ``lightning_cpu``,
     ``raw_cpu``, and ``floor``, ``floor_cpu`` with ``floor``), whether every round of runs gave
     identical boosters, the data's name and the number of steps (rounds) per run."""
     x, y, name = load_features(abalone)
     x, y = x.to(device), y.to(device)
-    runs = {"lightning": lightning_run, "raw": raw_run}
+    runs = {"lightning": partial(lightning_run, group=group), "raw": raw_run}
     if floor:
         runs["floor"] = floor_run
     times: dict[str, list[float]] = {f"{key}{kind}": [] for key in runs for kind in ("", "_cpu")}
@@ -172,13 +182,14 @@ def _alternate(passes: int, repeats: int, device: str, abalone: str | Path | Non
 
 def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
             abalone: str | Path | None = None, threads: int | None = 1,
-            floor: bool = False) -> dict[str, Any]:
+            floor: bool = False, group: int = 1) -> dict[str, Any]:
     """Median seconds of the Lightning run and of the raw loop over ``repeats`` alternating
     pairs (after one untimed warm-up pair), their ratio (also per pair, and of the process CPU
     seconds, which load from other processes disturbs less), and whether both give identical
     boosters. ``threads`` fixes ``torch.set_num_threads`` during the measurement (restored
     afterwards; ``None`` leaves it). ``floor`` adds the learn-only Lightning run to each pair
-    (``floor_seconds``, ``floor_over_raw``, ``floor_over_raw_cpu``)."""
+    (``floor_seconds``, ``floor_over_raw``, ``floor_over_raw_cpu``). ``group`` is the
+    Lightning run's rounds per step (:class:`~torchboost.data.BatchGroups`; 1: none)."""
     previous = torch.get_num_threads()
     quiet = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
     levels = [log.level for log in quiet]
@@ -189,7 +200,8 @@ def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
             log.setLevel(logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            times, same, name, steps = _alternate(passes, repeats, device, abalone, floor)
+            times, same, name, steps = _alternate(passes, repeats, device, abalone, floor,
+                                                  group)
     finally:
         torch.set_num_threads(previous)
         for log, level in zip(quiet, levels, strict=True):
@@ -205,7 +217,7 @@ def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
             "lightning_cpu_seconds": median["lightning_cpu"], "raw_cpu_seconds": median["raw_cpu"],
             "lightning_over_raw_cpu": median["lightning_cpu"] / median["raw_cpu"],
             **floors, "identical": same, "data": name, "device": device,
-            "passes": passes, "repeats": repeats, "steps": steps,
+            "passes": passes, "repeats": repeats, "steps": steps, "group": group,
             "n_learners": N_LEARNERS, "batch": BATCH,
             "threads": threads if threads is not None else previous}
 
@@ -220,9 +232,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is)")
     parser.add_argument("--floor", action="store_true",
                         help="also time a Lightning step that only calls learn")
+    parser.add_argument("--group", type=int, default=1,
+                        help="rounds per Lightning step (BatchGroups; default 1: none)")
     args = parser.parse_args()
     print(json.dumps(measure(args.passes, args.repeats, args.device, args.abalone,
-                             args.threads or None, args.floor), indent=2))
+                             args.threads or None, args.floor, args.group), indent=2))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ The other sections come from their own scripts, run here with the same device an
 ``compile`` (the stacked step with ``compile=True`` over eager, for ``--compile-n``),
 ``stagewise`` (:mod:`stagewise_cost`: GB's frozen learners as a loop vs one stacked call) and
 ``lightning`` (:mod:`lightning_overhead`: ``trainer.fit`` vs the plain loop on an ABALONE-sized
-SGB). On a GPU machine ``--device cuda`` fills every section.
+SGB, one round per Lightning step and ``--lightning-groups`` rounds per step through
+:class:`~torchboost.data.BatchGroups`). On a GPU machine ``--device cuda`` fills every section.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ def main() -> None:
                         help="alternating timing windows per cell; medians are reported")
     parser.add_argument("--compile-n", type=int, nargs="*", default=[64],
                         help="N for the compile-vs-eager section (none: skip it)")
+    parser.add_argument("--lightning-groups", type=int, nargs="+", default=[1, 8],
+                        help="rounds per Lightning step (BatchGroups) for the Lightning section")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: as is)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args()
@@ -195,11 +198,13 @@ def main() -> None:
     # Imported last: importing Lightning switches torch to an NVML-based CUDA check that costs
     # every Adam step on a machine without CUDA (torchboost.lightning.cuda_check)
     import lightning_overhead
-    lightning = [lightning_overhead.measure(repeats=args.repeats, device=d, threads=None)
-                 for d in devices]
-    for d, report in zip(devices, lightning, strict=True):
-        print(f"{d:5s} Lightning/raw {report['lightning_over_raw']:.3f}"
-              f" (CPU seconds {report['lightning_over_raw_cpu']:.3f})", flush=True)
+    lightning = [lightning_overhead.measure(repeats=args.repeats, device=d, threads=None,
+                                            group=group)
+                 for d in devices for group in args.lightning_groups]
+    for report in lightning:
+        print(f"{report['device']:5s} Lightning/raw {report['lightning_over_raw']:.3f}"
+              f" (CPU seconds {report['lightning_over_raw_cpu']:.3f}) with "
+              f"{report['group']} round(s) per step", flush=True)
     meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
