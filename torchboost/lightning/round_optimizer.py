@@ -23,10 +23,11 @@ class BoostingRound(torch.optim.Optimizer):
     step-based checkpointing would never fire.
 
     This proxy closes the gap: :meth:`step` runs its ``closure`` — the round, ``booster.learn(x,
-    y)`` — and returns the closure's result (the prediction made before the update), so one
-    round is one Lightning step. It never reads or changes a parameter and keeps no state; it
-    holds the booster's parameters only because ``torch.optim.Optimizer`` rejects an empty
-    parameter list. The learners' real optimizer state lives in the booster's ``state_dict``.
+    y)``, or the rounds of a :class:`~torchboost.data.BatchGroup` — and returns the closure's
+    result, so one round (or one group of rounds) is one Lightning step. It never reads or
+    changes a parameter and keeps no state; it holds the booster's parameters only because
+    ``torch.optim.Optimizer`` rejects an empty parameter list. The learners' real optimizer
+    state lives in the booster's ``state_dict``.
 
     Unlike a real optimizer's, its ``step`` is not wrapped by ``torch.optim``'s profiling
     wrapper (a ``record_function`` range and the global step hooks, a few percent of a small
