@@ -28,6 +28,7 @@ from torchboost import SGB, Booster, TwoLayerNet
 from torchboost.data import (
     REASONS,
     BadInputError,
+    BatchGroups,
     Dataset,
     DataStream,
     ScreenedStream,
@@ -173,20 +174,25 @@ def test_bad_input_default_policy_stops_the_fit_naming_batch_and_row(regression,
     assert booster.rounds == 1 and booster.samples_seen == 50
 
 
+def _bad_input_scalars(booster: Booster, stream: Any, trainer_kwargs: dict[str, Any],
+                       tmp_path: Any) -> dict[str, list[tuple[int, float]]]:
+    """Fits ``booster`` on ``stream`` with a BadInputLogger; its scalars from the event file."""
+    logger = TensorBoardLogger(save_dir=tmp_path, name="tb", version="bad",
+                               default_hp_metric=False)
+    fit(booster, stream, trainer_kwargs, logger=logger, callbacks=[BadInputLogger()])
+    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)]
+            for tag in events.Tags()["scalars"] if tag.startswith("bad_input/")}
+
+
 def test_bad_input_logger_writes_the_counts_to_tensorboard(regression, tmp_path,
                                                           trainer_kwargs):
     clean = _data("squared", regression, None)
     dirty, bad, injected = dirty_batches(clean, "squared")
     booster = build("squared")
-    logger = TensorBoardLogger(save_dir=tmp_path, name="tb", version="bad",
-                               default_hp_metric=False)
     screened = ScreenedStream(Batches(dirty), booster, policy="skip")
-    fit(booster, screened, trainer_kwargs, logger=logger, callbacks=[BadInputLogger()])
-
-    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0})
-    events.Reload()
-    scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)]
-               for tag in events.Tags()["scalars"] if tag.startswith("bad_input/")}
+    scalars = _bad_input_scalars(booster, screened, trainer_kwargs, tmp_path)
     assert set(scalars) == {"bad_input/skipped_rows", "bad_input/empty_batches",
                             "bad_input/dropped_batches",
                             *(f"bad_input/skipped_rows/{reason}" for reason in REASONS)}
@@ -213,6 +219,23 @@ def test_bad_input_logger_writes_the_counts_to_tensorboard(regression, tmp_path,
     assert step == 40 and counts == [total, 1, 3]
     expected.append((40, total))
     assert scalars["bad_input/skipped_rows"] == expected
+
+
+def test_bad_input_in_batch_groups_trains_the_clean_rows_and_logs_the_counts(
+        regression, tmp_path, trainer_kwargs, assert_identical):
+    """A screened stream read in BatchGroups of 3: the groups hold the clean batches, so the
+    booster is the one trained on the clean rows, and the logger finds the screen inside."""
+    clean = _data("squared", regression, None)
+    dirty, _, injected = dirty_batches(clean, "squared")
+    reference = fit(build("squared"), Batches(clean), trainer_kwargs)
+    booster = build("squared")
+    screened = ScreenedStream(Batches(dirty), booster, policy="skip")
+    scalars = _bad_input_scalars(booster, BatchGroups(screened, 3), trainer_kwargs, tmp_path)
+
+    assert booster.rounds == 40 and reference.trainer.global_step == 40
+    assert_identical(reference.booster.state_dict(), booster.state_dict())
+    assert scalars["bad_input/skipped_rows"][-1] == (14, sum(injected.values()))  # 14 groups
+    assert scalars["bad_input/dropped_batches"][-1] == (14, 3)
 
 
 def test_bad_input_resume_through_the_screen_is_exact(regression, tmp_path, trainer_kwargs,

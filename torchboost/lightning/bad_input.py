@@ -6,6 +6,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 
+from torchboost.data.batch_groups import BatchGroups
 from torchboost.data.screening import ScreenedStream
 from torchboost.lightning.module import train_iterables
 from torchboost.lightning.scalars import log_scalars
@@ -55,5 +56,8 @@ class BadInputLogger(pl.Callback):
 
 def screened_streams(trainer: pl.Trainer) -> list[ScreenedStream]:
     """The :class:`~torchboost.data.ScreenedStream` objects among the running fit's training
-    iterables (one, or a list, tuple or mapping of them; none outside a fit)."""
-    return [loader for loader in train_iterables(trainer) if isinstance(loader, ScreenedStream)]
+    iterables (one, or a list, tuple or mapping of them; none outside a fit), also when read in
+    :class:`~torchboost.data.BatchGroups`."""
+    loaders = [loader.stream if isinstance(loader, BatchGroups) else loader
+               for loader in train_iterables(trainer)]
+    return [loader for loader in loaders if isinstance(loader, ScreenedStream)]
