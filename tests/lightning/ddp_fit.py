@@ -32,6 +32,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from torchboost import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner, TwoLayerNet
 from torchboost.data import (
+    BatchGroups,
     Dataset,
     DataStream,
     ScreenedStream,
@@ -163,6 +164,11 @@ def main(out: Path) -> None:
         resumed = trainer((tracker,), max_epochs=-1)
         module = fit(resumed, kind, ckpt_path=directory / "stopped.ckpt")
         save_result(out / f"{kind}_stopped", resumed, module)
+
+    grouped = trainer()  # 3 rounds per step: the groups' DataStream is sharded under them
+    module = StreamingBoosterModule(build_booster("sgb"))
+    grouped.fit(module, train_dataloaders=BatchGroups(make_stream("sgb"), 3))
+    save_result(out / "sgb_grouped", grouped, module)
 
     screened = trainer()
     module = StreamingBoosterModule(build_booster("sgb"))

@@ -353,6 +353,16 @@ def test_ddp_on_two_processes_equals_one_process(ddp_out, kind, run):
     assert not list((ddp_out / f"{kind}_ckpt").glob(".*.tmp"))  # AtomicCheckpointIO's
 
 
+def test_ddp_in_batch_groups_equals_one_process(ddp_out):
+    """Groups of 3 global batches: 4 steps learn the 10 rounds of one process."""
+    reference, progressive = _single_process("sgb")
+    for result in _rank_results(ddp_out, "sgb_grouped"):
+        assert (result["steps"], result["batches"]) == (4, 4)
+        assert result["counters"] == (reference.compute_units, 240, 10)
+        _assert_close(result["state"], reference.state_dict())
+        _assert_close(result["progressive"], progressive)
+
+
 def test_ddp_on_two_processes_skips_bad_rows_like_one_process(ddp_out):
     reference, whole = _screened_single_process()
     for result in _rank_results(ddp_out, "sgb_screened"):
