@@ -37,9 +37,13 @@ def test_a_group_reads_its_batches_only_as_they_are_asked_for():
     next(rounds)
     assert stream.batches_consumed == 2
     next(rounds)
-    assert stream.batches_consumed == 3 and group.finished
-    next(groups)
-    assert stream.batches_consumed == 4
+    assert stream.batches_consumed == 3 and group.finished and group.read == 3
+    sizes = []
+    for later in groups:
+        assert later.read == 0  # not iterated yet
+        sizes.append(len(list(later)))
+        assert later.read == sizes[-1]
+    assert sizes == [3, 1] and stream.batches_consumed == 7
 
 
 def test_a_group_is_read_once_and_to_its_end():

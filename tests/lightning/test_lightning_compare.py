@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from torchboost import SGB, StagewiseGB, TwoLayerNet
-from torchboost.data import DataStream, MultiPassStream
+from torchboost.data import BatchGroups, DataStream, MultiPassStream
 from torchboost.lightning import (
     ConvergenceCallback,
     StoppingRule,
@@ -75,26 +75,29 @@ def test_lightning_run_stagewise_early_stops_on_validation(regression, tmp_path)
     assert [e.step for e in events.Scalars("test/loss")] == [int(u) for u in units]
 
 
+@pytest.mark.parametrize("group", [1, 4])
 @pytest.mark.parametrize(("rule", "reason", "passes"), [
     (StoppingRule(min_passes=1, max_passes=3), "max_passes", 3),
     (StoppingRule(plateau_tol=0.5, min_passes=2, max_passes=10), "plateau", 2),
     (StoppingRule(max_passes=10, max_units=25_000), "budget", 1),
 ])
-def test_lightning_convergence_callback_stops_by_its_rule(regression, rule, reason, passes):
+def test_lightning_convergence_callback_stops_by_its_rule(regression, rule, reason, passes,
+                                                          group):
     """SGB streams passes of 1,600 rows (32 batches, 19,200 units each) until the rule stops it:
     after 3 passes, at the end of pass 2 (a 50 % plateau tolerance), or at the first batch at or
-    past 25,000 units (inside pass 2, after 1 complete pass)."""
+    past 25,000 units (inside pass 2, after 1 complete pass). In BatchGroups of 4 batches the
+    passes end at group ends, and the budget stops at the first group end past it."""
     x, y = regression.x_train, regression.y_train
     booster = build_seeded(lambda: SGB(LEARNER, **OPTIONS), seed=7)
     callback = ConvergenceCallback(regression.x_test, regression.y_test, 4000,
                                    val_x=x[1600:], val_y=y[1600:], rule=rule, pass_batches=32)
     stream = MultiPassStream(lambda p: DataStream(x[:1600], y[:1600], batch_size=50, seed=p,
                                                   standardize=None), passes=10)
-    fit_streaming(booster, stream, callback)
+    fit_streaming(booster, stream if group == 1 else BatchGroups(stream, group), callback)
     assert callback.stop_reason == reason and callback.passes == passes
     units = booster.compute_units
     if reason == "budget":
-        assert 25_000 <= units < 25_000 + 50 * 12 and booster.samples_seen % 1600 != 0
+        assert 25_000 <= units < 25_000 + 600 * group and booster.samples_seen % 1600 != 0
     else:
         assert units == 19_200 * passes
     assert callback.history[-1]["units"] == units and callback.val_curve[-1][0] == units
@@ -103,3 +106,20 @@ def test_lightning_convergence_callback_stops_by_its_rule(regression, rule, reas
     # every pass end is a validation point
     assert {19_200.0 * k for k in range(1, callback.passes + 1)} <= {
         u for u, _ in callback.val_curve}
+
+
+def test_lightning_convergence_callback_counts_passes_that_end_inside_a_group(regression):
+    """Groups of 5 batches over passes of 32: pass 3 ends at batch 96, inside the group of
+    batches 96–100, which is where the max_passes rule stops the run."""
+    x, y = regression.x_train, regression.y_train
+    booster = build_seeded(lambda: SGB(LEARNER, **OPTIONS), seed=7)
+    callback = ConvergenceCallback(regression.x_test, regression.y_test, 4000,
+                                   val_x=x[1600:], val_y=y[1600:], pass_batches=32,
+                                   rule=StoppingRule(min_passes=1, max_passes=3))
+    stream = MultiPassStream(lambda p: DataStream(x[:1600], y[:1600], batch_size=50, seed=p,
+                                                  standardize=None), passes=10)
+    fit_streaming(booster, BatchGroups(stream, 5), callback)
+    assert (callback.stop_reason, callback.passes, callback.batches) == ("max_passes", 3, 100)
+    assert booster.rounds == 100
+    # the ends of passes 1-3 are evaluated at the ends of their groups (batches 35, 65, 100)
+    assert {600.0 * batches for batches in (35, 65, 100)} <= {u for u, _ in callback.val_curve}

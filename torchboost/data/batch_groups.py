@@ -50,17 +50,20 @@ class BatchGroup:
     iterated once (it consumes the stream), and to its end before the next group is made.
     """
 
-    __slots__ = ("_first", "_left", "_started", "_stream")
+    __slots__ = ("_first", "_left", "_started", "_stream", "read")
 
     def __init__(self, first: Any, stream: Iterator[Any], size: int) -> None:
         self._first, self._stream, self._left = first, stream, size - 1
         self._started = False
+        #: batches handed on so far by the iteration (the group's rounds, once it is finished)
+        self.read = 0
 
     def __iter__(self) -> Iterator[Any]:
         if self._started:
             raise RuntimeError("a BatchGroup reads its batches from the stream as it is "
                                "iterated, so it can be iterated only once")
         self._started = True
+        self.read = 1
         yield self._first
         while self._left:
             try:
@@ -69,6 +72,7 @@ class BatchGroup:
                 self._left = 0
                 return
             self._left -= 1
+            self.read += 1
             yield batch
 
     @property

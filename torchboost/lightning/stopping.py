@@ -26,6 +26,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch import Tensor
 
+from torchboost.data.batch_groups import BatchGroup
 from torchboost.lightning.callback import StreamingCallback
 from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.module import StreamingBoosterModule
@@ -135,6 +136,10 @@ class ConvergenceCallback(StreamingCallback):
     :class:`TrainingClock`) and ``val`` (the validation score). :attr:`stop_reason` says which
     rule stopped the run, :attr:`passes` how many passes it completed (a run stopped by the
     budget may end inside a pass).
+
+    A stream read in :class:`~torchboost.data.BatchGroups` is checked at group ends: the batches
+    of each group count towards the passes, and a pass that ends inside a group is evaluated,
+    and may stop the run, at the group's end.
     """
 
     def __init__(self, test_x: Tensor, test_y: Tensor, eval_every_units: float, *,
@@ -165,10 +170,11 @@ class ConvergenceCallback(StreamingCallback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.batches += 1
+        passes = self.passes
+        self.batches += batch.read if isinstance(batch, BatchGroup) else 1
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         units = float(pl_module.booster.compute_units)
-        end_of_pass = self.batches % self.pass_batches == 0
+        end_of_pass = self.passes > passes
         if end_of_pass and self.history[-1]["units"] != units:
             self._evaluate(trainer, pl_module)
         reason = self.rule.check(self.val_curve, units=units, passes=self.passes,
