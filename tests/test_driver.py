@@ -168,3 +168,29 @@ def test_training_clock_resumes_from_the_saved_seconds():
     with clock.paused():
         pass
     assert clock.seconds >= 12.5
+
+
+@pytest.mark.parametrize("rounds", [0, -2, True, 2.0])
+def test_rounds_per_step_must_be_a_positive_integer(rounds):
+    with pytest.raises(ValueError, match="rounds_per_step must be an integer >= 1"):
+        ExperimentConfig(rounds_per_step=rounds)
+
+
+def test_driver_in_rounds_per_step_trains_the_same_booster(tmp_path):
+    """SGB alone for 4 passes of 9 batches (no GB: no budget, and the plateau rule may only
+    fire where max_passes does), once with one round per Lightning step and once in groups of
+    4: pass 4 ends at batch 36, a group's end, so both runs stop there with the same model."""
+    data = synthetic_regression(n=600, d=5, seed=0)
+    runs = {}
+    for rounds in (1, 4):
+        config = ExperimentConfig(name=f"rounds{rounds}", dataset="synthetic", n_learners=3,
+                                  lr=0.02, batch_size=48, learner=LearnerConfig(hidden=4),
+                                  methods=["SGB"], max_passes=4, eval_points=8,
+                                  rounds_per_step=rounds)
+        runs[rounds] = run_comparison(config, tmp_path / str(rounds), progress=False,
+                                      dataset=data)["methods"]["SGB"]
+    for run in runs.values():
+        assert (run["passes"], run["stop_reason"]) == (4, "max_passes")
+        assert run["units"] == 9 * 432 * 4
+    timeless = [{k: v for k, v in runs[r]["final"].items() if k != "seconds"} for r in (1, 4)]
+    assert timeless[0] == timeless[1]  # same units, samples, loss and MSE

@@ -56,7 +56,7 @@ from torch import Tensor
 
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import METHODS, ExperimentConfig, load_dataset
-from torchboost.data import Dataset, DataStream, MultiPassStream
+from torchboost.data import BatchGroups, Dataset, DataStream, MultiPassStream
 from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.cuda_check import plain_cuda_check
 from torchboost.lightning.scalars import tag
@@ -244,9 +244,11 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
                                        val_y=data.y_val, rule=rule, pass_batches=batches_per_pass,
                                        val_metric=val_metric, eval_growth=EVAL_GROWTH)
         started = time.perf_counter()
-        fit_streaming(booster, MultiPassStream(pass_stream, config.max_passes), callback,
-                      progress=progress, description=f"{config.name}: {name}",
-                      logger=_logger(logs, name))
+        stream: MultiPassStream | BatchGroups = MultiPassStream(pass_stream, config.max_passes)
+        if config.rounds_per_step > 1:
+            stream = BatchGroups(stream, config.rounds_per_step)
+        fit_streaming(booster, stream, callback, progress=progress,
+                      description=f"{config.name}: {name}", logger=_logger(logs, name))
         methods[name] = {**_summary(callback.history, time.perf_counter() - started, data,
                                     squared),
                          "passes": round(booster.samples_seen / n, 4),

@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 
 from torchboost.boosters import Booster
-from torchboost.data import DataStream, MultiPassStream
+from torchboost.data import BatchGroups, DataStream, MultiPassStream
 from torchboost.lightning.callback import StreamingCallback
 from torchboost.lightning.module import StreamingBoosterModule
 
@@ -55,13 +55,14 @@ class _RunProgressBar(TQDMProgressBar):
         return metrics
 
 
-def fit_streaming(booster: Booster, stream: DataStream | MultiPassStream,
+def fit_streaming(booster: Booster, stream: DataStream | MultiPassStream | BatchGroups,
                   callback: StreamingCallback, *, logger: Logger | bool = False,
                   progress: bool = False, description: str = "stream",
                   ckpt_path: str | Path | None = None,
                   trainer_kwargs: Mapping[str, Any] | None = None) -> pl.Trainer:
     """Train ``booster`` on ``stream`` (one :class:`~torchboost.data.DataStream` pass or a
-    :class:`~torchboost.data.MultiPassStream`, either way one epoch) as a
+    :class:`~torchboost.data.MultiPassStream`, either way one epoch, possibly read in
+    :class:`~torchboost.data.BatchGroups` of several rounds per step) as a
     :class:`StreamingBoosterModule` on a Lightning ``Trainer`` driven by ``callback``; return the
     trainer. ``ckpt_path`` resumes from a Lightning checkpoint of such a fit, exactly (see
     :class:`StreamingBoosterModule`).
