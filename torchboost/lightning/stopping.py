@@ -6,7 +6,8 @@ that streams seeded passes over the training rows one after another and is evalu
 validation split at every evaluation point:
 
 * **budget** — stop as soon as its compute units reach ``max_units`` (after any batch, so that
-  methods compared "at GB's compute" stop within one batch of it);
+  methods compared "at GB's compute" stop within one batch of it; within one group of batches
+  for a stream read in :class:`~torchboost.data.BatchGroups`);
 * at the end of a pass, **plateau** — stop once at least ``min_passes`` passes are done and the
   best validation score within the last quarter of the units spent so far is not at least a
   relative ``plateau_tol`` (1 %) better than the best score before that quarter;
