@@ -120,3 +120,23 @@ def test_fit_runs_torchs_plain_cuda_check_without_cuda(regression, make_booster,
         module, train_dataloaders=make_stream(regression))
     assert seen and set(seen) == {"0"}
     assert os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"  # restored after the fit
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_batch_groups_of_a_cpu_stream_train_a_cuda_booster(regression, make_booster,
+                                                           make_stream, trainer_kwargs):
+    """Each batch of a group is moved to the GPU in the training step, as Lightning moves a
+    single batch: grouped and ungrouped GPU fits of a CPU stream end in the same booster."""
+    states = []
+    for group in (1, 3):
+        booster = make_booster("sgb")
+        stream = make_stream(regression)
+        trainer = pl.Trainer(**{**trainer_kwargs, "accelerator": "gpu"})
+        trainer.fit(StreamingBoosterModule(booster),
+                    train_dataloaders=BatchGroups(stream, group) if group > 1 else stream)
+        assert booster.rounds == 40 and next(booster.parameters()).is_cuda
+        states.append(booster.state_dict())
+    for key, value in states[0].items():
+        if torch.is_tensor(value) and value.is_floating_point():
+            assert torch.allclose(value, states[1][key], rtol=1e-5, atol=1e-6), key
