@@ -16,6 +16,7 @@ from torchboost.boosters import (
     StagewiseGB,
 )
 from torchboost.boosters.guards import DivergenceError
+from torchboost.boosters.stall import BoostingStallWarning
 from torchboost.chaining import (
     ChainingTree,
     KTCoinBetting,
@@ -30,6 +31,8 @@ from torchboost.learners import (
     StumpRegressor,
     TwoLayerNet,
     WeakLearners,
+    cosine_schedule,
+    decay_schedule,
 )
 from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
 from torchboost.projections import Ball, Box
@@ -42,6 +45,7 @@ __all__ = [
     "AdaboostOLM",
     "Ball",
     "Booster",
+    "BoostingStallWarning",
     "BoundedOutput",
     "Box",
     "ChainingTree",
@@ -62,6 +66,8 @@ __all__ = [
     "TwoLayerNet",
     "WeakLearners",
     "chaining",
+    "cosine_schedule",
+    "decay_schedule",
     "distributed",
     "losses",
     "multiclass",

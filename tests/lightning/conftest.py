@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, SequentialLR
 
 from torchboost import OGB, SGB, Booster, TwoLayerNet
 from torchboost.data import Dataset, DataStream, synthetic_classification, synthetic_regression
@@ -40,7 +41,9 @@ def make_stream() -> Callable[[Dataset], DataStream]:
 def make_booster() -> Callable[[str], Booster]:
     """Identically initialised boosters with N=4 TwoLayerNet(5, 4) learners:
     ``"sgb"`` (squared loss, stacked learners), ``"sgb_logistic"``, ``"ogb_logistic"`` (OGB's
-    bounded learners, run one by one)."""
+    bounded learners, run one by one), ``"sgb_scheduled"`` (``"sgb"`` under a torch warm-up
+    then cosine schedule over the 40 rounds of a pass: ``SequentialLR`` of ``LinearLR`` and
+    ``CosineAnnealingLR``)."""
 
     def make(kind: str) -> Booster:
         torch.manual_seed(0)
@@ -53,9 +56,17 @@ def make_booster() -> Callable[[str], Booster]:
             return SGB(learner, "logistic", **common)
         if kind == "ogb_logistic":
             return OGB(learner, "logistic", **common)
+        if kind == "sgb_scheduled":
+            return SGB(learner, "squared", lr_scheduler=_warm_up_then_cosine, **common)
         raise ValueError(kind)
 
     return make
+
+
+def _warm_up_then_cosine(optimizer: torch.optim.Optimizer) -> LRScheduler:
+    """5 rounds of linear warm-up from 10 % of the rate, then a cosine decay over 35 rounds."""
+    return SequentialLR(optimizer, [LinearLR(optimizer, 0.1, total_iters=5),
+                                    CosineAnnealingLR(optimizer, T_max=35)], milestones=[5])
 
 
 @pytest.fixture

@@ -30,7 +30,16 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from torchboost import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner, TwoLayerNet
+from torchboost import (
+    OGB,
+    SGB,
+    Booster,
+    ConvexHullOGB,
+    ResidualSGB,
+    SingleLearner,
+    TwoLayerNet,
+    cosine_schedule,
+)
 from torchboost.data import (
     BatchGroups,
     Dataset,
@@ -46,7 +55,8 @@ GLOBAL_BATCH = 25  # odd: the ranks' shards have 13 and 12 rows
 N_ROWS = 300  # 240 training rows: 9 full global batches and a last one of 15 (shards 8 and 7)
 KINDS = ("sgb", "ogb")
 #: every booster that supports data-parallel training (the in-process replica test runs them all)
-ALL_KINDS = (*KINDS, "sgb_newton_learned", "residual_sgb", "convex_hull_ogb", "single_learner")
+ALL_KINDS = (*KINDS, "sgb_newton_learned", "residual_sgb", "convex_hull_ogb", "single_learner",
+             "sgb_cosine")
 
 
 SAVE_STEP = 4  # the ModelCheckpoint's mid-epoch save
@@ -83,7 +93,8 @@ def build_booster(kind: str) -> Booster:
     """Seeded boosters with TwoLayerNet learners: SGB with stacked learners and ``y0="mean"`` (a
     synchronised label statistic); OGB with learners run one by one (``mode="loop"``) and
     ``η = 1``, where σ moves inside ``(0, 1)``; SGB with Newton targets and learned steps;
-    ResidualSGB (L1), ConvexHullOGB, SingleLearner."""
+    ResidualSGB (L1), ConvexHullOGB, SingleLearner; SGB under a cosine schedule over the 10
+    rounds of a pass, warm-up included (``"sgb_cosine"``)."""
     torch.manual_seed(0)
     learner = partial(TwoLayerNet, N_FEATURES, 3)
     common: dict[str, Any] = {"n_learners": 3, "optimizer_kwargs": {"lr": 0.05}}
@@ -98,6 +109,9 @@ def build_booster(kind: str) -> Booster:
         return ResidualSGB(learner, "absolute", **common)
     if kind == "convex_hull_ogb":
         return ConvexHullOGB(learner, "squared", **common)
+    if kind == "sgb_cosine":
+        return SGB(learner, "logistic", y0="mean", lr_scheduler=cosine_schedule(10, warmup=2),
+                   **common)
     if kind == "single_learner":
         return SingleLearner(learner, "squared", y0="mean", optimizer_kwargs={"lr": 0.05})
     raise ValueError(kind)

@@ -8,6 +8,8 @@ history in their own checkpoint entries.
 
 from __future__ import annotations
 
+import math
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -54,11 +56,11 @@ def _assert_same_run(reference, resumed, data, assert_identical):
     assert ref_tracker.anytime == tracker.anytime
 
 
-@pytest.mark.parametrize("kind", ["sgb", "ogb_logistic"])
+@pytest.mark.parametrize("kind", ["sgb", "ogb_logistic", "sgb_scheduled"])
 def test_lightning_resume_after_crash_is_exact(kind, regression, classification, tmp_path,
                                               make_booster, make_stream, trainer_kwargs,
                                               assert_identical):
-    data = regression if kind == "sgb" else classification
+    data = classification if kind == "ogb_logistic" else regression
     reference = _run(data, make_booster, make_stream, trainer_kwargs, kind)[:2]
 
     saver = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=7, save_top_k=-1,
@@ -73,6 +75,13 @@ def test_lightning_resume_after_crash_is_exact(kind, regression, classification,
     optimizers = checkpoint["state_dict"]["booster.learners._extra_state"]["optimizers"]
     assert all(int(opt["state"][0]["step"]) == 14 for opt in optimizers)
     assert checkpoint["state_dict"]["booster._extra_state"]["rounds"] == 14
+    schedulers = checkpoint["state_dict"]["booster.learners._extra_state"].get("schedulers")
+    if kind == "sgb_scheduled":  # mid-schedule: 14 of the 40 rounds' steps, in the cosine part
+        assert [s["last_epoch"] for s in schedulers] == [14]
+        rate = optimizers[0]["param_groups"][0]["lr"]
+        assert rate == pytest.approx(0.05 * 0.5 * (1 + math.cos(math.pi * 9 / 35)))
+    else:
+        assert schedulers is None
 
     module, tracker, trainer = _run(data, make_booster, make_stream, trainer_kwargs, kind,
                                     ckpt_path=last)

@@ -35,6 +35,7 @@ from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import StallMonitor
 from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
+from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
 
 __all__ = ["Y0", "Booster", "Round"]
@@ -85,6 +86,10 @@ class Booster(nn.Module, ABC):
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
         optimizer, optimizer_kwargs, mode, compile, lr_fan_in: passed to :class:`WeakLearners`
             for a factory/list.
+        lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
+            class, or :func:`~torchboost.cosine_schedule` / :func:`~torchboost.decay_schedule`),
+            one scheduler per optimizer of the learners, stepped once per successful round
+            (:mod:`torchboost.learners.schedules`); its state is in ``state_dict``.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class Booster(nn.Module, ABC):
         stall_window: int | None = 5000,
         compile: bool = False,
         lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)
@@ -108,10 +114,13 @@ class Booster(nn.Module, ABC):
         if isinstance(learners, WeakLearners):
             if n_learners is not None and n_learners != len(learners):
                 raise ValueError(f"n_learners={n_learners} but the container has {len(learners)}")
+            if lr_scheduler is not None:
+                raise ValueError("these WeakLearners are built already: pass lr_scheduler to "
+                                 "WeakLearners(...) instead of the booster")
             self.learners = learners
         else:
             self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode,
-                                         compile, lr_fan_in)
+                                         compile, lr_fan_in, lr_scheduler)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(
@@ -261,6 +270,7 @@ class Booster(nn.Module, ABC):
         except BaseException:
             self._restore_round_snapshot(saved)
             raise
+        self.learners.step_schedules(plan.index)
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         if self.standardizer is not None:
             self.standardizer.commit()
@@ -569,6 +579,9 @@ class Booster(nn.Module, ABC):
         }
         if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
             out["lr_fan_in"] = spec.lr_fan_in
+        schedule = describe_schedulers(self.learners.schedulers)
+        if schedule is not None:  # absent without one (states saved before schedules)
+            out["lr_scheduler"] = schedule
         for cls in reversed(type(self).__mro__):
             for key in vars(cls).get("config_keys", ()):
                 out[key] = _describe(getattr(self, key))

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
+from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN, with_default_lr
 from torchboost.boosters.scaling import Standardizer
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
@@ -20,22 +21,6 @@ Targets = Literal["gradient", "newton"]
 #: direction is at most ``|g| / 0.01 = 100 |g|``, and a softmax/logistic score whose probability
 #: is within about 1 % of 0 or 1 keeps a weight of 0.01 (the largest possible weight is ¼).
 DEFAULT_HESSIAN_FLOOR = 1e-2
-
-#: The learners' Adam learning rate when none is given, for weights with a fan-in up to
-#: :data:`DEFAULT_LR_FAN_IN` (wider ones get ``DEFAULT_LR · 64 / fan_in``). Chosen by
-#: ``experiments/defaults.py``: its coordinate-wise sweep of one rate for every parameter
-#: (``defaults.json``; 1e-4 … 3e-2, ``standardize=True``) ranked 3e-2 first over nine streams
-#: after one and three passes (torch's 1e-3: 1.7× worse in geometric mean), but no single rate
-#: came within 10 % of each stream's best; with the fan-in rule, 2e-2 does on all nine after one
-#: pass, over seeds (``--seeded``, ``seeded.json``).
-DEFAULT_LR = 2e-2
-
-#: With the default rate (no ``lr`` given), weights wider than this fan-in get
-#: ``DEFAULT_LR · 64 / fan_in`` (:class:`~torchboost.learners.optimizers.OptimizerSpec`'s
-#: ``lr_fan_in``, μP's rule for Adam): wide layers (MNIST's conv learners' 720-input head,
-#: adult's 108 one-hot inputs) move their units as fast as a 64-input layer does; nothing
-#: changes where no weight is wider.
-DEFAULT_LR_FAN_IN = 64.0
 
 
 class SGB(Booster):
@@ -109,12 +94,7 @@ class SGB(Booster):
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
                  standardize: bool = True, **kwargs: Any) -> None:
-        if kwargs.get("optimizer", torch.optim.Adam) is torch.optim.Adam:
-            given = dict(kwargs.get("optimizer_kwargs") or {})
-            if "lr" not in given:  # the default rate is a rule: 2e-2 up to fan-in 64
-                kwargs.setdefault("lr_fan_in", DEFAULT_LR_FAN_IN)
-            kwargs["optimizer_kwargs"] = {"lr": DEFAULT_LR, **given}
-        super().__init__(learners, loss, **kwargs)
+        super().__init__(learners, loss, **with_default_lr(kwargs))
         self.standardize = bool(standardize)
         if self.standardize:
             self.standardizer = Standardizer(targets=not self.loss.is_classifier)

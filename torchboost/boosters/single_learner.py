@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
+from torchboost.boosters.default_lr import with_default_lr
 
 __all__ = ["SingleLearner"]
 
@@ -22,6 +23,9 @@ class SingleLearner(Booster):
     A "wide" network with the parameter count of an ``N``-learner ensemble (e.g.
     ``TwoLayerNet(d, N·h)``) costs as much per example as ``N`` weak learners, so it is built with
     ``prediction_units=N`` and spends ``3N`` units per example, like the streaming boosters.
+    Its learner's default learning rate is the boosters' rule
+    (:mod:`~torchboost.boosters.default_lr`), so "boosting vs one learner" with defaults compares
+    two methods, not two rates.
 
     Example:
         >>> import torch
@@ -37,7 +41,7 @@ class SingleLearner(Booster):
     def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,
                  **kwargs: Any) -> None:
         kwargs.setdefault("n_learners", 1)
-        super().__init__(learner, loss, **kwargs)
+        super().__init__(learner, loss, **with_default_lr(kwargs))
         if self.n_learners != 1:
             raise ValueError(f"SingleLearner has one learner, got {self.n_learners}")
         if isinstance(prediction_units, bool) or not (

@@ -9,6 +9,7 @@ from torchboost.learners.optimizers import (
     OptimizerSpec,
 )
 from torchboost.learners.prodigy import Prodigy
+from torchboost.learners.schedules import cosine_schedule, decay_schedule
 from torchboost.learners.stacked import StackedEngine
 from torchboost.learners.stumps import StumpRegressor
 from torchboost.learners.weak_learners import LearnerSource, WeakLearners
@@ -27,4 +28,6 @@ __all__ = [
     "StumpRegressor",
     "TwoLayerNet",
     "WeakLearners",
+    "cosine_schedule",
+    "decay_schedule",
 ]

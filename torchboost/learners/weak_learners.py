@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torchboost.distributed import Synchronizer
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import OptimizerSpec
+from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
 
 __all__ = ["LearnerSource", "WeakLearners"]
@@ -39,10 +40,15 @@ class WeakLearners(nn.Module):
         compile: run the stacked forward and backward through ``torch.compile`` (stacked mode
             only; off by default: on CPU it is no faster for the SGB paper's shapes, see
             ``benchmarks/throughput.py``). Results equal eager ones up to rounding.
+        lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
+            class; :mod:`~torchboost.learners.schedules`), called for every optimizer; each
+            scheduler steps right after its optimizer's step has succeeded
+            (:meth:`step_schedules`), once per round. ``None`` (default): constant rates.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
-    ``state_dict()`` (as extra state) and follows ``.to(device)``.
+    ``state_dict()`` (as extra state), as are the schedulers' states, and follows
+    ``.to(device)``.
 
     Example:
         >>> import torch
@@ -63,6 +69,7 @@ class WeakLearners(nn.Module):
         mode: Mode = "auto",
         compile: bool = False,
         lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
@@ -83,6 +90,9 @@ class WeakLearners(nn.Module):
             StackedEngine(modules, spec, compile) if mode == "stacked"
             else LoopEngine(modules, spec)
         )
+        #: the ``lr_scheduler`` factory, and one scheduler per optimizer built from it
+        self.lr_scheduler = lr_scheduler
+        self.schedulers = build_schedulers(lr_scheduler, self.engine.optimizers)
 
     def __len__(self) -> int:
         return len(self.engine)
@@ -152,6 +162,7 @@ class WeakLearners(nn.Module):
         training = self.training
         modules = [self.engine.learner(i) for i in range(self.n_learners)]
         self.engine = LoopEngine(modules, self.optimizer_spec)
+        self.schedulers = build_schedulers(self.lr_scheduler, self.engine.optimizers)
         self.mode = "loop"
         self._probe_pending = False
         self.train(training)
@@ -223,6 +234,16 @@ class WeakLearners(nn.Module):
             sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
         self.engine.optimizer_step(index)
 
+    def step_schedules(self, index: int | None = None) -> None:
+        """Step the learning-rate schedulers once: every optimizer's, or only learner
+        ``index``'s (a stage of stagewise boosting: each learner's schedule runs during its own
+        stage). Boosters call this after a round has succeeded, so a round that raises leaves
+        the schedule where it was."""
+        if not self.schedulers:
+            return
+        for scheduler in self.schedulers if index is None else [self.schedulers[index]]:
+            scheduler.step()
+
     def _zero_grad(self, index: int | None) -> None:
         """Clear the gradients before a step: every learner's, or in ``mode='loop'`` only those
         of the parameters of learner ``index``'s optimizer (the others are not stepped, and
@@ -244,10 +265,12 @@ class WeakLearners(nn.Module):
 
     @property
     def lr_scaled(self) -> bool:
-        """Whether :attr:`OptimizerSpec.lr_fan_in` gave some weight another learning rate."""
+        """Whether :attr:`OptimizerSpec.lr_fan_in` gave some weight another learning rate (the
+        rates as built: a schedule's ``initial_lr``, not where it has moved them since)."""
         optimizer = self.engine.optimizers[0]
         groups = optimizer.param_groups
-        return len(groups) > 1 or groups[0].get("lr") != optimizer.defaults.get("lr")
+        return len(groups) > 1 or groups[0].get("initial_lr", groups[0].get(
+            "lr")) != optimizer.defaults.get("lr")
 
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
@@ -256,7 +279,10 @@ class WeakLearners(nn.Module):
 
     # --- optimizer state travels with the module ---------------------------------------------
     def get_extra_state(self) -> dict[str, Any]:
-        return {"mode": self.mode, "optimizers": self.engine.optimizer_states()}
+        state = {"mode": self.mode, "optimizers": self.engine.optimizer_states()}
+        if self.schedulers:  # absent without a schedule (as in states saved before schedules)
+            state["schedulers"] = [s.state_dict() for s in self.schedulers]
+        return state
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.adopt_mode(state["mode"])
@@ -265,7 +291,14 @@ class WeakLearners(nn.Module):
                              f"runs in {self.mode!r} mode")
         # Optimizer.load_state_dict keeps the given tensors: copy them, so that loading a live
         # state_dict never shares Adam moments between two containers.
+        schedulers = state.get("schedulers", [])
+        if len(schedulers) != len(self.schedulers):
+            raise ValueError(f"the state holds {len(schedulers)} learning-rate scheduler states, "
+                             f"these learners have {len(self.schedulers)} schedulers (build "
+                             "them with the lr_scheduler the state was saved with)")
         self.engine.load_optimizer_states(copy.deepcopy(state["optimizers"]))
+        for scheduler, saved in zip(self.schedulers, schedulers, strict=True):
+            scheduler.load_state_dict(copy.deepcopy(saved))
 
     def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
         super()._apply(fn, recurse)

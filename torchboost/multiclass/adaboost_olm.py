@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster, StateUpdates
 from torchboost.multiclass.cost_matrices import SurrogateCost, get_surrogate
 from torchboost.multiclass.hedge import Hedge
@@ -47,7 +48,8 @@ class AdaboostOLM(MulticlassBooster):
         hedge: ``"random"`` draws the expert from Hedge's weights (Alg. 2 line 10, seeded);
             ``"top"`` follows the heaviest expert.
         state_updates: ``"sequential"`` (default) or ``"batch"`` for ``α``, Hedge and ``t``.
-        prediction, training, optimizer, optimizer_kwargs, mode, seed: see the base class.
+        prediction, training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
+            lr_scheduler: see the base class.
 
     Example:
         >>> import torch
@@ -78,10 +80,13 @@ class AdaboostOLM(MulticlassBooster):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
+        lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates=state_updates, optimizer=optimizer,
-                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed)
+                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
         if hedge not in ("random", "top"):
             raise ValueError(f"hedge must be 'random' or 'top', got {hedge!r}")
         self.loss_fn = get_surrogate(loss)

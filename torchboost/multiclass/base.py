@@ -43,7 +43,9 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster, Round
+from torchboost.boosters.default_lr import with_default_lr
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.voting import cumulative_votes
 from torchboost.multiclass.weak_classifiers import (
     PredictionRule,
@@ -72,7 +74,9 @@ class MulticlassBooster(Booster):
         training: ``"weighted"`` cross-entropy step or the ``"sampling"`` variant
             (:func:`~torchboost.multiclass.weak_classifiers.importance_targets`).
         state_updates: ``"sequential"`` or ``"batch"`` (module docstring, "Mini-batches").
-        optimizer, optimizer_kwargs, mode: passed to :class:`WeakLearners`.
+        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_scheduler: passed to
+            :class:`WeakLearners`; without an ``lr``, Adam follows the boosters' default rule
+            (:mod:`~torchboost.boosters.default_lr`).
         seed: seeds the generator of every random choice (ties, Hedge, sampling, Poisson).
     """
 
@@ -95,6 +99,8 @@ class MulticlassBooster(Booster):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
+        lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         if not (isinstance(n_classes, int) and n_classes >= 2):
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
@@ -103,9 +109,12 @@ class MulticlassBooster(Booster):
                                      ("state_updates", state_updates, ("sequential", "batch"))):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        options = {"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs, "mode": mode,
+                   "lr_scheduler": lr_scheduler}
+        if lr_fan_in is not None:
+            options["lr_fan_in"] = lr_fan_in
         super().__init__(learners, "softmax", n_learners=n_learners, n_outputs=n_classes,
-                         y0=0.0, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs,
-                         mode=mode)
+                         y0=0.0, **with_default_lr(options))
         self.n_classes = n_classes
         self.prediction: PredictionRule = prediction
         #: the ``training`` rule (not ``self.training``: that is ``nn.Module``'s train/eval flag)

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster
 from torchboost.multiclass.cost_matrices import mbbm_cost_matrix
 from torchboost.multiclass.potentials import (
@@ -51,7 +52,8 @@ class OnlineMBBM(MulticlassBooster):
             Potentials are configuration, not state: a checkpoint is loaded into a booster
             built with the same arguments.
         weight_bound: ``w^{i*}``, the same for every learner (default ``k − 1``).
-        prediction, training, optimizer, optimizer_kwargs, mode, seed: see the base class.
+        prediction, training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
+            lr_scheduler: see the base class.
 
     OnlineMBBM keeps no state besides the learners, so the examples of a batch never wait for
     each other: everything but the learners' step is exactly per example.
@@ -88,10 +90,13 @@ class OnlineMBBM(MulticlassBooster):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
+        lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates="batch", optimizer=optimizer,
-                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed)
+                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
         if isinstance(potentials, Potentials):
             if potentials.n_classes != n_classes:
                 raise ValueError(f"the potentials are for {potentials.n_classes} classes, the "

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster, StateUpdates
 from torchboost.multiclass.voting import argmax_random_ties
 from torchboost.multiclass.weak_classifiers import TrainingRule
@@ -38,7 +39,8 @@ class OzaBoost(MulticlassBooster):
     Args:
         learners, n_classes, n_learners: see :class:`~torchboost.multiclass.MulticlassBooster`.
         state_updates: ``"sequential"`` (default) or ``"batch"`` for the ``λ^sc``/``λ^sw`` sums.
-        training, optimizer, optimizer_kwargs, mode, seed: see the base class. The learners
+        training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
+            lr_scheduler: see the base class. The learners
             predict by plain argmax (the algorithm has no cost matrices).
 
     Example:
@@ -65,10 +67,13 @@ class OzaBoost(MulticlassBooster):
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
+        lr_fan_in: float | None = None,
+        lr_scheduler: LRSchedulerFactory | None = None,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction="argmax",
                          training=training, state_updates=state_updates, optimizer=optimizer,
-                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed)
+                         optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
         self.register_buffer("lambda_correct", torch.zeros(self.n_learners, dtype=torch.float64))
         self.register_buffer("lambda_wrong", torch.zeros(self.n_learners, dtype=torch.float64))
 

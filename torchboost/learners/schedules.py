@@ -1,0 +1,168 @@
+"""Learning-rate schedules of the weak learners' optimizers, stepped once per boosting round.
+
+Every booster takes ``lr_scheduler=``: a factory ``optimizer -> LRScheduler``, called once for
+each of the learners' optimizers (one in stacked mode, one per learner in loop mode, so the two
+modes follow the same schedule). Any ``torch.optim.lr_scheduler`` class works, for example::
+
+    from functools import partial
+    from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+
+    SGB(factory, n_learners=8, lr_scheduler=partial(CosineAnnealingLR, T_max=rounds))
+    SGB(factory, n_learners=8, lr_scheduler=lambda opt: SequentialLR(
+        opt, [LinearLR(opt, 0.01, total_iters=100), CosineAnnealingLR(opt, rounds - 100)],
+        milestones=[100]))
+
+and two ready ones cover the common cases with one line each:
+
+* :func:`cosine_schedule` — a stream of known length (``passes × batches`` rounds): an optional
+  linear warm-up, then a cosine decay to ``final`` times the rate;
+* :func:`decay_schedule` — an open-ended stream: ``(1 + t/τ)^(−power)``, no horizon needed.
+
+Both are :class:`~torch.optim.lr_scheduler.LambdaLR` multipliers, so they scale every parameter
+group's own rate (the fan-in rule's per-layer rates keep their ratios). Schedulers that set
+absolute rates (``OneCycleLR``'s ``max_lr``, ``CyclicLR``) replace those per-layer rates.
+``ReduceLROnPlateau`` is refused: it needs a metric, and the boosters step once per round
+without one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
+
+__all__ = ["CosineMultiplier", "DecayMultiplier", "LRSchedulerFactory", "build_schedulers",
+           "cosine_schedule", "decay_schedule", "describe_schedulers"]
+
+#: ``optimizer -> scheduler``: what ``lr_scheduler=`` takes.
+LRSchedulerFactory = Callable[[torch.optim.Optimizer], LRScheduler]
+
+
+@dataclass(frozen=True)
+class CosineMultiplier:
+    """The rate's multiplier after ``t`` rounds: ``(t + 1) / warmup`` during the warm-up, then a
+    half cosine from 1 down to ``final`` over the remaining ``rounds − warmup`` rounds, and
+    ``final`` from round ``rounds`` on. (A class, not a lambda: the booster stays picklable.)"""
+
+    rounds: int
+    warmup: int = 0
+    final: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"rounds must be an int >= 1, got {self.rounds!r}")
+        if (isinstance(self.warmup, bool) or not isinstance(self.warmup, int)
+                or not 0 <= self.warmup < self.rounds):
+            raise ValueError(f"warmup must be an int in [0, rounds) = [0, {self.rounds}), "
+                             f"got {self.warmup!r}")
+        if not (math.isfinite(self.final) and 0.0 <= self.final <= 1.0):
+            raise ValueError(f"final must be in [0, 1] (a fraction of the rate), got "
+                             f"{self.final!r}")
+
+    def __call__(self, t: int) -> float:
+        if t < self.warmup:
+            return (t + 1) / self.warmup
+        progress = min(1.0, (t - self.warmup) / (self.rounds - self.warmup))
+        return self.final + (1.0 - self.final) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class DecayMultiplier:
+    """The rate's multiplier after ``t`` rounds: ``(1 + t / timescale) ** −power``: the full
+    rate at first, half of it after ``3 τ`` rounds for ``power = ½``, and decaying for as long
+    as the stream lasts."""
+
+    timescale: float
+    power: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.timescale) and self.timescale > 0):
+            raise ValueError(f"timescale must be a finite number of rounds > 0, got "
+                             f"{self.timescale!r}")
+        if not (math.isfinite(self.power) and self.power > 0):
+            raise ValueError(f"power must be finite and > 0, got {self.power!r}")
+
+    def __call__(self, t: int) -> float:
+        return (1.0 + t / self.timescale) ** -self.power
+
+
+def cosine_schedule(rounds: int, *, warmup: int = 0, final: float = 0.0) -> LRSchedulerFactory:
+    """A factory for ``lr_scheduler=``: linear warm-up over ``warmup`` rounds, then a cosine
+    decay to ``final ×`` the rate at round ``rounds`` (held there afterwards).
+
+    Example:
+        >>> import torch
+        >>> from torchboost import SGB
+        >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2,
+        ...               lr_scheduler=cosine_schedule(5, warmup=2))
+        >>> x, y = torch.randn(8, 2), torch.randn(8)
+        >>> rates = []
+        >>> for _ in range(6):  # the rate each round learns with, as a fraction of 2e-2
+        ...     rates.append(booster.learners.optimizers[0].param_groups[0]["lr"] / 2e-2)
+        ...     _ = booster.learn(x, y)
+        >>> [round(r, 3) for r in rates]
+        [0.5, 1.0, 1.0, 0.75, 0.25, 0.0]
+    """
+    multiplier = CosineMultiplier(rounds, warmup, float(final))
+    return _LambdaFactory(multiplier)
+
+
+def decay_schedule(timescale: float, power: float = 0.5) -> LRSchedulerFactory:
+    """A factory for ``lr_scheduler=`` on an open-ended stream: the rate times
+    ``(1 + t / timescale) ** −power`` after ``t`` rounds (no horizon)."""
+    return _LambdaFactory(DecayMultiplier(float(timescale), float(power)))
+
+
+@dataclass(frozen=True)
+class _LambdaFactory:
+    """``optimizer -> LambdaLR(optimizer, multiplier)``, picklable."""
+
+    multiplier: CosineMultiplier | DecayMultiplier
+
+    def __call__(self, optimizer: torch.optim.Optimizer) -> LRScheduler:
+        return LambdaLR(optimizer, self.multiplier)
+
+
+def build_schedulers(factory: LRSchedulerFactory | None,
+                     optimizers: list[torch.optim.Optimizer]) -> list[LRScheduler]:
+    """One scheduler per optimizer from ``factory`` (none without one), each checked to be a
+    ``torch.optim.lr_scheduler`` scheduler of that optimizer that steps without a metric."""
+    if factory is None:
+        return []
+    if not callable(factory):
+        raise ValueError(f"lr_scheduler must be a factory optimizer -> LRScheduler (e.g. "
+                         f"functools.partial(CosineAnnealingLR, T_max=rounds) or "
+                         f"torchboost.cosine_schedule(rounds)), got {factory!r}")
+    schedulers = []
+    for optimizer in optimizers:
+        scheduler = factory(optimizer)
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError("ReduceLROnPlateau needs a metric at every step; the boosters step "
+                             "their schedulers once per round without one (use a schedule of "
+                             "the round count: cosine_schedule, decay_schedule, LambdaLR, ...)")
+        if not isinstance(scheduler, LRScheduler):
+            raise ValueError(f"lr_scheduler(optimizer) must return a torch.optim.lr_scheduler "
+                             f"scheduler, got {type(scheduler).__name__}")
+        if scheduler.optimizer is not optimizer:
+            raise ValueError("lr_scheduler(optimizer) returned a scheduler of another optimizer; "
+                             "the factory must build it on the optimizer it is given")
+        schedulers.append(scheduler)
+    return schedulers
+
+
+def describe_schedulers(schedulers: list[LRScheduler]) -> str | None:
+    """The schedule for a booster's configuration: the scheduler's class, and a ``LambdaLR``'s
+    multiplier (``None`` without a schedule)."""
+    if not schedulers:
+        return None
+    scheduler = schedulers[0]
+    name = type(scheduler).__name__
+    lambdas = getattr(scheduler, "lr_lambdas", None)
+    if lambdas:
+        fn = lambdas[0]
+        kind = type(fn).__name__ if not hasattr(fn, "__code__") else "function"
+        name += f"({kind})"
+    return name
