@@ -231,7 +231,7 @@ def test_bad_schedules_and_mismatched_states_are_refused():
     net = partial(TwoLayerNet, D, 4)
     with pytest.raises(ValueError, match="ReduceLROnPlateau needs a metric"):
         SGB(net, n_learners=2, lr_scheduler=ReduceLROnPlateau)
-    with pytest.raises(ValueError, match="must return a torch.optim.lr_scheduler"):
+    with pytest.raises(ValueError, match=r"must return a torch\.optim\.lr_scheduler"):
         SGB(net, n_learners=2, lr_scheduler=lambda opt: 0.5)
     other = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="another optimizer"):
