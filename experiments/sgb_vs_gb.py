@@ -53,12 +53,18 @@ TABLE_ORDER = ("abalone", "adult", "mnist", "keggundirected", "protein", "kin40k
 
 
 def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
-    """The runs: (data set, local path, settings); ``--quick`` shrinks every run last."""
+    """The runs: (data set, local path, settings); ``--quick`` shrinks every run last. Under
+    ``--schedule cosine`` (the default) every method runs ``--passes`` passes (MNIST
+    ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation split."""
     regression = {"batch_size": 64}
+    scheduled: dict = {"schedule": args.schedule, "eval_points": 20}
+    if args.schedule == "cosine":
+        scheduled.update(lr_grid=list(args.lr_grid), max_passes=args.passes)
     runs: list[tuple[str, str | None, dict]] = [
         ("abalone", None, {}),
         ("adult", str(SHARED / "adult"), {}),
-        ("mnist", str(SHARED / "mnist"), {"batch_size": 64, "eval_points": 30}),
+        ("mnist", str(SHARED / "mnist"), {"batch_size": 64, "eval_points": 30, **(
+            {"max_passes": args.mnist_passes} if args.schedule == "cosine" else {})}),
     ]
     runs += [("csv", str(SHARED / "regression" / f"{name}.csv.gz"), {"name": name, **regression})
              for name in ("keggundirected", "protein", "kin40k", "pol")]
@@ -67,8 +73,8 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
     if args.year:
         runs.append(("year", args.year, {**regression, "max_train": 100_000}))
     quick = {"max_train": 2000, "gb_max_epochs": 2, "max_passes": 3, "eval_points": 10}
-    found = [ExperimentConfig.for_dataset(dataset, path, **{**settings, **(quick if args.quick
-                                                                            else {})})
+    found = [ExperimentConfig.for_dataset(dataset, path, **{**scheduled, **settings,
+                                                            **(quick if args.quick else {})})
              for dataset, path, settings in runs]
     return [c for c in found if not args.datasets or c.name in args.datasets]
 
@@ -91,12 +97,14 @@ def markdown(rows: list[dict]) -> str:
         f"| {r['data']} | {r['metric']} | " + " | ".join(fmt(r[m]) for m in METHODS)
         + f" | {fmt(r['paper_base'])} / {fmt(r['paper_GB'])} / {fmt(r['paper_SGB'])} | "
         f"{fmt(r['units_SGB_to_GB_final'], ',.0f')} ({r['best_SGB'] or '—'}) |\n" for r in rows)
-    cost = ("\nUnits, training seconds, passes (GB: epochs) and why each run stopped:\n\n"
+    cost = ("\nUnits, training seconds, passes (GB: epochs), why each run stopped and its "
+            "learning rate:\n\n"
             "| data | " + " | ".join(METHODS) + " |\n" + "|---" * (len(METHODS) + 1) + "|\n")
     cost += "".join(
         f"| {r['data']} | " + " | ".join(
             "—" if r[m] is None else f"{r[f'units_{m}']:,.0f} u, {r[f'wall_s_{m}']:.0f} s, "
-            f"{r[f'passes_{m}']:.3g} p, {r[f'stop_{m}']}" for m in METHODS) + " |\n"
+            f"{r[f'passes_{m}']:.3g} p, {r[f'stop_{m}']}, lr {r.get(f'lr_{m}') or 0:g}"
+            for m in METHODS) + " |\n"
         for r in rows)
     winners = ("\nWho wins: the lowest final test metric, and the lowest at the best SGB variant's "
                "final units and at its training seconds (a method that stopped earlier counts "
@@ -113,6 +121,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small subsets, for a smoke run")
     parser.add_argument("--slice", help="path to slice_localization_data.csv")
     parser.add_argument("--year", help="path to YearPredictionMSD.txt")
+    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                        help="cosine: a fixed budget of passes under a cosine decay, the rate "
+                             "chosen per method on validation data; constant: the rate of the "
+                             "configuration until the validation curve plateaus")
+    parser.add_argument("--lr-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2],
+                        help="learning rates tried for every method (cosine)")
+    parser.add_argument("--passes", type=int, default=20, help="passes under cosine")
+    parser.add_argument("--mnist-passes", type=int, default=10, help="MNIST's passes (cosine)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {OUT}, with --quick its quick/ folder)")
     args = parser.parse_args()

@@ -194,3 +194,35 @@ def test_driver_in_rounds_per_step_trains_the_same_booster(tmp_path):
         assert run["units"] == 9 * 432 * 4
     timeless = [{k: v for k, v in runs[r]["final"].items() if k != "seconds"} for r in (1, 4)]
     assert timeless[0] == timeless[1]  # same units, samples, loss and MSE
+
+
+def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_path):
+    """``schedule="cosine"``: the streaming methods run exactly ``max_passes`` passes, GB the
+    epochs per stage that match their units (here 3 passes × 3·3 units = 27 per example, GB's
+    3 + 4 + 5 = 12 per epoch: 2 epochs), every run decays its rate to 0 by its end, and each
+    method reports the grid's rate with the lowest final validation loss."""
+    config = ExperimentConfig(name="cos", dataset="synthetic", n_learners=3, lr=0.02,
+                              batch_size=48, learner=LearnerConfig(hidden=4), max_passes=3,
+                              eval_points=6, schedule="cosine", lr_grid=[0.002, 0.05],
+                              methods=["base", "GB", "SGB"])
+    data = synthetic_regression(n=600, d=5, seed=0)
+    results = run_comparison(config, tmp_path, progress=False, dataset=data)
+    assert results["gb_epochs_per_stage"] == 2
+    methods = results["methods"]
+    for name, method in methods.items():
+        tried = method["lr_candidates"]
+        assert [t["lr"] for t in tried] == [0.002, 0.05]
+        best = min(tried, key=lambda t: t["val_loss"])
+        assert method["lr"] == best["lr"] and method["val_loss"] == best["val_loss"]
+        assert method["final"]["mse"] == best["test"]
+        assert tried[0]["test"] != tried[1]["test"]
+        if name == "GB":
+            assert [s["epochs"] for s in method["stages"]] == [2, 2, 2]
+        else:
+            assert method["passes"] == 3 and method["stop_reason"] == "max_passes"
+    assert methods["SGB"]["units"] == 3 * 9 * 432
+    assert results["budget_units"] is None
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        ExperimentConfig(schedule="step")
+    with pytest.raises(ValueError, match="lr_grid"):
+        ExperimentConfig(lr_grid=[])

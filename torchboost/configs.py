@@ -28,7 +28,8 @@ from torch import nn
 from torchboost import data
 from torchboost.learners import ConvNet, TwoLayerNet
 
-__all__ = ["DATASETS", "METHODS", "ExperimentConfig", "LearnerConfig", "load_dataset"]
+__all__ = ["DATASETS", "METHODS", "SCHEDULES", "ExperimentConfig", "LearnerConfig",
+           "load_dataset"]
 
 
 @dataclass
@@ -82,6 +83,9 @@ class LearnerConfig:
         return 1 if self.kind == "linear" else n
 
 
+#: The learning-rate schedules of a comparison (see :class:`ExperimentConfig`).
+SCHEDULES = ("constant", "cosine")
+
 #: Every method a comparison can run (see :mod:`torchboost.experiment`).
 METHODS = ("base", "wide", "GB", "SGB", "SGB_newton", "SGB_learned")
 
@@ -103,6 +107,18 @@ class ExperimentConfig:
     of their units, after ``min_passes`` passes or all ``max_passes``), their units reach
     ``max_units`` (default: GB's total units) or ``max_passes`` passes are done — see
     :class:`~torchboost.lightning.StoppingRule`.
+
+    ``schedule``: ``"constant"`` (the learning rate ``lr`` throughout, with the stopping above)
+    or ``"cosine"``: every method runs a stated budget under a cosine decay of its rate to 0
+    (:func:`~torchboost.cosine_schedule`) — the streaming methods exactly ``max_passes`` passes
+    (no plateau or unit stop: a cosine ends where it was told to), GB each stage for the same
+    number of epochs, chosen so that GB's total units equal the ensembles' (``3N ×
+    max_passes`` per example), each stage under its own cosine (kept: the stage's best epoch
+    on the validation split).
+
+    ``lr_grid``: learning rates to try for every method (``None``: only ``lr``); each method
+    reports the run whose final validation loss is lowest, and every candidate's final
+    validation loss and test metric.
 
     ``rounds_per_step``: the streaming methods learn this many rounds (batches) per Lightning
     step, through :class:`~torchboost.data.BatchGroups`. GB trains in a plain loop, so with one
@@ -133,6 +149,8 @@ class ExperimentConfig:
     gb_max_epochs: int = 20
     gb_patience: int = 2
     rounds_per_step: int = 1
+    schedule: str = "constant"
+    lr_grid: list[float] | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -145,6 +163,12 @@ class ExperimentConfig:
                 or self.rounds_per_step < 1:
             raise ValueError(f"rounds_per_step must be an integer >= 1, got "
                              f"{self.rounds_per_step!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.lr_grid is not None and (not self.lr_grid or not all(
+                isinstance(lr, int | float) and lr > 0 for lr in self.lr_grid)):
+            raise ValueError(f"lr_grid must be a non-empty list of rates > 0, got "
+                             f"{self.lr_grid!r}")
 
     @classmethod
     def for_dataset(cls, dataset: str, path: str | None = None,
@@ -176,7 +200,6 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
 
 
 #: The paper's per-data-set settings (Hu et al. 2017, Sec. 6.2 and footnote 4). Not from the

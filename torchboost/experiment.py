@@ -57,6 +57,7 @@ from torch import Tensor
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.configs import METHODS, ExperimentConfig, load_dataset
 from torchboost.data import BatchGroups, Dataset, DataStream, MultiPassStream
+from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule
 from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.cuda_check import plain_cuda_check
 from torchboost.lightning.scalars import tag
@@ -128,37 +129,65 @@ def prepare_data(config: ExperimentConfig, dataset: Dataset | None = None) -> Pr
                         y_val, first.transform(ds.x_test), y_test, loss_scale)
 
 
-def method_builders(config: ExperimentConfig,
-                    data: PreparedData) -> tuple[dict[str, Callable[[], Booster]], dict[str, str]]:
-    """Zero-argument constructors of the configured methods (see the module docstring), and the
-    methods skipped with the reason (Newton targets for a loss without a Hessian)."""
+def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | None = None,
+                    schedules: dict[str, LRSchedulerFactory] | None = None,
+                    ) -> tuple[dict[str, Callable[[], Booster]], dict[str, str]]:
+    """Zero-argument constructors of the configured methods (see the module docstring) at the
+    learning rate ``lr`` (default ``config.lr``) and, per method, the learning-rate schedule in
+    ``schedules`` (none: a constant rate), and the methods skipped with the reason (Newton
+    targets for a loss without a Hessian)."""
     n = config.n_learners
     factory = config.learner.factory(data.dataset, config.n_outputs)
     wide_factory = config.learner.widened(n).factory(data.dataset, config.n_outputs)
+    schedules = schedules or {}
     common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
-                              "optimizer_kwargs": {"lr": config.lr}}
+                              "optimizer_kwargs": {"lr": config.lr if lr is None else lr}}
     # the data are standardised above, as for the single learners: the boosters take them as
     # given (the paper's Alg. 1), not through their own running statistics
     boosted = {**common, "standardize": False}
     hessian = get_loss(config.loss).has_hessian
+    units = config.learner.wide_prediction_units(n)
     candidates: dict[str, Callable[[], Booster]] = {
-        "base": lambda: SingleLearner(factory, config.loss, **common),
-        "wide": lambda: SingleLearner(wide_factory, config.loss,
-                                      prediction_units=config.learner.wide_prediction_units(n),
+        "base": lambda: SingleLearner(factory, config.loss, lr_scheduler=schedules.get("base"),
                                       **common),
+        "wide": lambda: SingleLearner(wide_factory, config.loss, prediction_units=units,
+                                      lr_scheduler=schedules.get("wide"), **common),
         "GB": lambda: StagewiseGB(factory, config.loss, n_learners=n, step=config.step,
-                                  **boosted),
-        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step, **boosted),
+                                  lr_scheduler=schedules.get("GB"), **boosted),
+        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
+                           lr_scheduler=schedules.get("SGB"), **boosted),
         "SGB_newton": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
-                                  targets="newton", **boosted),
+                                  targets="newton", lr_scheduler=schedules.get("SGB_newton"),
+                                  **boosted),
         "SGB_learned": lambda: SGB(factory, config.loss, n_learners=n, step="learned",
-                                   targets="newton" if hessian else "gradient", **boosted),
+                                   targets="newton" if hessian else "gradient",
+                                   lr_scheduler=schedules.get("SGB_learned"), **boosted),
     }
     skipped = {}
     if not hessian and "SGB_newton" in config.methods:
         skipped["SGB_newton"] = f"{config.loss} loss has no Hessian (no Newton targets)"
     builders = {m: candidates[m] for m in config.methods if m not in skipped}
     return builders, skipped
+
+
+def gb_epochs_for_equal_units(config: ExperimentConfig) -> int:
+    """Epochs per GB stage under ``schedule="cosine"``: GB's units over all stages,
+    ``Σ_i (i + 3)`` per example and epoch, closest to the ensembles' ``3N`` per example and
+    pass over ``max_passes`` passes (at least 1)."""
+    n = config.n_learners
+    return max(1, round(config.max_passes * 3 * n / sum(i + 3 for i in range(n))))
+
+
+def method_schedules(config: ExperimentConfig,
+                     batches_per_pass: int) -> dict[str, LRSchedulerFactory]:
+    """Every method's schedule: none for ``schedule="constant"``; for ``"cosine"`` a cosine
+    decay over the streaming methods' ``max_passes`` passes and over each GB stage's
+    :func:`gb_epochs_for_equal_units` epochs."""
+    if config.schedule == "constant":
+        return {}
+    streaming = cosine_schedule(config.max_passes * batches_per_pass)
+    return {**{m: streaming for m in METHODS if m != "GB"},
+            "GB": cosine_schedule(gb_epochs_for_equal_units(config) * batches_per_pass)}
 
 
 def make_boosters(config: ExperimentConfig, data: PreparedData) -> dict[str, Booster]:
@@ -196,79 +225,127 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(config, dataset)
-    boosters = make_boosters(config, data)
-    _, skipped = method_builders(config, data)
-    val_metric = "loss"  # smoother than the error rate on a small validation split
+    builders, skipped = method_builders(config, data)
     n = len(data.x_train)
     n_learners = config.n_learners
+    cosine = config.schedule == "cosine"
+    gb_epochs = gb_epochs_for_equal_units(config) if cosine else config.gb_max_epochs
     if config.max_units is not None:
         scale = float(config.max_units)
-    elif "GB" in boosters:
-        scale = n * config.gb_max_epochs * sum(i + 3 for i in range(n_learners))
+    elif "GB" in builders:
+        scale = n * gb_epochs * sum(i + 3 for i in range(n_learners))
     else:
-        scale = n * config.max_passes * max(b.units_per_example for b in boosters.values())
+        scale = n * config.max_passes * 3 * n_learners
     every = scale / config.eval_points
+    grid = list(config.lr_grid) if config.lr_grid else [config.lr]
     logs = {"save_dir": str(out), "name": "tensorboard", "version": config.name,
             "default_hp_metric": False}
-    squared = get_loss(config.loss).name == "squared"
+    run = _MethodRun(config, data, every, gb_epochs, logs, progress)
+    schedules = method_schedules(config, run.batches_per_pass)
     methods: dict[str, dict[str, Any]] = {}
-
-    def pass_stream(p: int) -> DataStream:
-        return data.stream(config.batch_size, config.seed + p)
-
-    budget = config.max_units
-    if "GB" in boosters:
-        gb, epochs = boosters["GB"], iter(range(1 << 30))
-        logger = _logger(logs, "GB")
-        started = time.perf_counter()
-        run = run_stagewise(gb, lambda: pass_stream(next(epochs)), data.x_test, data.y_test,
-                            eval_every_units=every, eval_growth=EVAL_GROWTH, loggers=logger,
-                            max_epochs=config.gb_max_epochs, patience=config.gb_patience,
-                            progress=progress, validation=(data.x_val, data.y_val),
-                            val_metric=val_metric)
-        logger.finalize("success")
-        epochs_run = sum(stage["epochs"] for stage in run["stages"])
-        methods["GB"] = {**_summary(run["history"], time.perf_counter() - started, data,
-                                    squared), "passes": epochs_run, "stop_reason": "converged",
-                         "params": parameter_count(gb), "stages": run["stages"]}
-        if budget is None:
-            budget = methods["GB"]["units"]
-
-    rule = StoppingRule(config.plateau_tol, min(config.min_passes, config.max_passes),
-                        config.max_passes, budget)
-    batches_per_pass = len(pass_stream(0))
-    for name, booster in boosters.items():
-        if name == "GB":
-            continue
-        callback = ConvergenceCallback(data.x_test, data.y_test, every, val_x=data.x_val,
-                                       val_y=data.y_val, rule=rule, pass_batches=batches_per_pass,
-                                       val_metric=val_metric, eval_growth=EVAL_GROWTH)
-        started = time.perf_counter()
-        stream: MultiPassStream | BatchGroups = MultiPassStream(pass_stream, config.max_passes)
-        if config.rounds_per_step > 1:
-            stream = BatchGroups(stream, config.rounds_per_step)
-        fit_streaming(booster, stream, callback, progress=progress,
-                      description=f"{config.name}: {name}", logger=_logger(logs, name))
-        methods[name] = {**_summary(callback.history, time.perf_counter() - started, data,
-                                    squared),
-                         "passes": round(booster.samples_seen / n, 4),
-                         "stop_reason": callback.stop_reason, "params": parameter_count(booster)}
-        if isinstance(booster, SGB) and not isinstance(booster, StagewiseGB):
-            anytime = [callback.evaluator.scores(booster, n_learners=0), *callback.anytime]
-            methods[name]["anytime"] = [data.loss_scale * s["loss"] for s in anytime]
-            methods[name]["edges"] = booster.edges().tolist()
-            if booster.step_rule is not None:
-                methods[name]["steps"] = booster.step_rule.steps().tolist()
+    order = ["GB", *[m for m in builders if m != "GB"]] if "GB" in builders else list(builders)
+    for name in order:
+        tried = []
+        for lr in grid:
+            build = method_builders(config, data, lr, schedules)[0][name]
+            booster = build_seeded(build, config.seed)
+            summary = run(name, booster, lr if len(grid) > 1 else None)
+            summary["lr"] = lr
+            summary["val_loss"] = float(booster.evaluate(data.x_val, data.y_val)["loss"])
+            tried.append(summary)
+        best = min(tried, key=lambda t: t["val_loss"])
+        metric_key = next(key for key in _METRIC_KEYS if key in best["final"])
+        methods[name] = {**best, "lr_candidates": [
+            {"lr": t["lr"], "val_loss": t["val_loss"], "test": t["final"][metric_key],
+             "passes": t["passes"]} for t in tried]}
+        if name == "GB" and run.budget is None and not cosine:
+            run.budget = methods["GB"]["units"]
+    budget = run.budget if not cosine else None
 
     ordered = {m: methods[m] for m in config.methods if m in methods}
     metric = next(key for key in _METRIC_KEYS if key in next(iter(ordered.values()))["final"])
     results: dict[str, Any] = {"config": config.to_dict(), "metric": metric,
                                "budget_units": budget, "eval_every_units": every,
+                               "gb_epochs_per_stage": gb_epochs,
                                "methods": ordered, "skipped": skipped}
     results.update(_comparisons(ordered, metric))
     _log_tensorboard(logs, results)
     _write_outputs(out, config, results)
     return results
+
+
+class _MethodRun:
+    """Trains one method's booster as the module docstring says and returns its summary (see
+    :func:`run_comparison`): GB stage by stage (``gb_epochs`` epochs at most per stage; under a
+    cosine schedule all of them), every other method through Lightning over seeded passes until
+    the stopping rule (under a cosine schedule: all ``max_passes`` passes)."""
+
+    def __init__(self, config: ExperimentConfig, data: PreparedData, every: float,
+                 gb_epochs: int, logs: dict[str, Any], progress: bool) -> None:
+        self.config, self.data, self.every, self.gb_epochs = config, data, every, gb_epochs
+        self.logs, self.progress = logs, progress
+        self.squared = get_loss(config.loss).name == "squared"
+        self.batches_per_pass = len(self.pass_stream(0))
+        #: the streaming methods' unit budget (``max_units``, else GB's units once it ran)
+        self.budget = config.max_units
+
+    def pass_stream(self, p: int) -> DataStream:
+        return self.data.stream(self.config.batch_size, self.config.seed + p)
+
+    def __call__(self, name: str, booster: Booster, lr: float | None) -> dict[str, Any]:
+        run_name = name if lr is None else f"{name}/lr={lr:g}"
+        if isinstance(booster, StagewiseGB):
+            return self.stagewise(booster, run_name)
+        return self.streaming(name, booster, run_name)
+
+    def stagewise(self, gb: StagewiseGB, run_name: str) -> dict[str, Any]:
+        config, data = self.config, self.data
+        epochs = iter(range(1 << 30))
+        logger = _logger(self.logs, run_name)
+        started = time.perf_counter()
+        patience = self.gb_epochs if config.schedule == "cosine" else config.gb_patience
+        run = run_stagewise(gb, lambda: self.pass_stream(next(epochs)), data.x_test, data.y_test,
+                            eval_every_units=self.every, eval_growth=EVAL_GROWTH, loggers=logger,
+                            max_epochs=self.gb_epochs, patience=patience,
+                            progress=self.progress, validation=(data.x_val, data.y_val),
+                            val_metric="loss")
+        logger.finalize("success")
+        epochs_run = sum(stage["epochs"] for stage in run["stages"])
+        return {**_summary(run["history"], time.perf_counter() - started, data, self.squared),
+                "passes": epochs_run, "params": parameter_count(gb),
+                "stop_reason": "epochs" if config.schedule == "cosine" else "converged",
+                "stages": run["stages"]}
+
+    def streaming(self, name: str, booster: Booster, run_name: str) -> dict[str, Any]:
+        config, data = self.config, self.data
+        if config.schedule == "cosine":
+            rule = StoppingRule(config.plateau_tol, config.max_passes, config.max_passes, None)
+        else:
+            rule = StoppingRule(config.plateau_tol, min(config.min_passes, config.max_passes),
+                                config.max_passes, self.budget)
+        # the validation loss is smoother than the error rate on a small split
+        callback = ConvergenceCallback(data.x_test, data.y_test, self.every, val_x=data.x_val,
+                                       val_y=data.y_val, rule=rule,
+                                       pass_batches=self.batches_per_pass, val_metric="loss",
+                                       eval_growth=EVAL_GROWTH)
+        started = time.perf_counter()
+        stream: MultiPassStream | BatchGroups = MultiPassStream(self.pass_stream,
+                                                                config.max_passes)
+        if config.rounds_per_step > 1:
+            stream = BatchGroups(stream, config.rounds_per_step)
+        fit_streaming(booster, stream, callback, progress=self.progress,
+                      description=f"{config.name}: {run_name}",
+                      logger=_logger(self.logs, run_name))
+        out = {**_summary(callback.history, time.perf_counter() - started, data, self.squared),
+               "passes": round(booster.samples_seen / len(data.x_train), 4),
+               "stop_reason": callback.stop_reason, "params": parameter_count(booster)}
+        if isinstance(booster, SGB) and not isinstance(booster, StagewiseGB):
+            anytime = [callback.evaluator.scores(booster, n_learners=0), *callback.anytime]
+            out["anytime"] = [data.loss_scale * s["loss"] for s in anytime]
+            out["edges"] = booster.edges().tolist()
+            if booster.step_rule is not None:
+                out["steps"] = booster.step_rule.steps().tolist()
+        return out
 
 
 def _logger(logs: dict[str, Any], method: str) -> TensorBoardLogger:
@@ -335,7 +412,8 @@ def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, A
 def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
     """One row of the comparison table: ``data``, ``metric``, the final test metric of every
     method (``None`` where not run), ``units_<method>``, ``wall_s_<method>``,
-    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``best_SGB``,
+    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``lr_<method>`` (the rate
+    chosen on the validation split), ``best_SGB``,
     ``units_SGB_to_GB_final`` and the winners ``winner_final``, ``winner_at_SGB_units`` and
     ``winner_at_SGB_wall`` (the best method at the best SGB variant's units and training time,
     see :func:`_comparisons`)."""
@@ -345,7 +423,7 @@ def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
                            "metric": {"error": "error rate", "mse": "MSE"}.get(metric, "loss")}
     row.update({m: methods[m]["final"][metric] if m in methods else None for m in METHODS})
     for prefix, key in (("units", "units"), ("wall_s", "wall_seconds"), ("passes", "passes"),
-                        ("stop", "stop_reason"), ("params", "params")):
+                        ("stop", "stop_reason"), ("params", "params"), ("lr", "lr")):
         row.update({f"{prefix}_{m}": methods[m][key] if m in methods else None for m in METHODS})
     row["best_SGB"] = comparisons["best_SGB"]
     row["units_SGB_to_GB_final"] = comparisons["units_SGB_to_GB_final"]

@@ -89,10 +89,10 @@ class StoppingRule:
             return "budget"
         if not end_of_pass:
             return None
+        if passes >= self.max_passes:  # the cap first: a run told to do P passes did them
+            return "max_passes"
         if passes >= self.min_passes and self.plateaued(curve):
             return "plateau"
-        if passes >= self.max_passes:
-            return "max_passes"
         return None
 
 
