@@ -86,3 +86,17 @@ def test_rivers_estimator_checks(model) -> None:
             check(model.clone())
             ran.add(name)
     assert "check_shuffle_features_no_impact" in ran and "check_pickling" in ran
+
+
+def test_river_defaults_newton_targets_the_rule_and_the_open_ended_schedule() -> None:
+    model = SGBClassifier(n_learners=2, batch_size=4, n_threads=1, lr_schedule="decay")
+    for x, y in datasets.Phishing().take(40):
+        model.learn_one(x, y)
+    booster = model.booster_
+    assert booster.targets == "newton"
+    assert booster.learners.schedulers[0].last_epoch == 10
+    # the boosters' rule: 2e-2 (Phishing's 9 features are far below fan-in 64)
+    rate = booster.learners.optimizers[0].param_groups[0]["lr"]
+    assert rate == pytest.approx(2e-2 * (1 + 10 / 1000) ** -0.5)
+    with pytest.raises(ValueError, match="use lr_schedule='decay'"):
+        SGBRegressor(lr_schedule="cosine")

@@ -143,3 +143,38 @@ def test_cuda_device(three_classes) -> None:
     X, y = three_classes
     clf = SGBClassifier(**SMALL, device="cuda", random_state=0).fit(X, y)
     assert next(clf.booster_.parameters()).is_cuda and clf.score(X, y) > 0.6
+
+
+def test_defaults_the_boosters_rule_newton_targets_for_classifiers_and_schedules():
+    X, y = make_classification(n_samples=300, n_features=80, n_informative=6, random_state=0)
+    clf = SGBClassifier(n_learners=3, max_passes=2, random_state=0, n_threads=1).fit(X, y)
+    booster = clf.booster_
+    assert booster.targets == "newton"  # the README's recommendation for classification
+    # the rule: 2e-2 up to fan-in 64, 2e-2 · 64 / 80 for the 80-input first layer
+    rates = sorted({g["lr"] for g in booster.learners.optimizers[0].param_groups})
+    assert rates == pytest.approx([2e-2 * 64 / 80, 2e-2])
+    assert not booster.learners.schedulers
+    paper = SGBClassifier(n_learners=3, max_passes=1, random_state=0, n_threads=1,
+                          booster_kwargs={"targets": "gradient"}).fit(X, y)
+    assert paper.booster_.targets == "gradient"
+    reg = SGBRegressor(n_learners=3, max_passes=1, random_state=0, n_threads=1).fit(X, y * 1.0)
+    assert reg.booster_.targets == "gradient"
+    # cosine over fit's 3 passes of ceil(300 / 32) = 10 rounds: the rate ends at 0
+    cosine = SGBClassifier(n_learners=3, max_passes=3, random_state=0, n_threads=1,
+                           learning_rate=0.01, lr_schedule="cosine").fit(X, y)
+    scheduler = cosine.booster_.learners.schedulers[0]
+    assert scheduler.last_epoch == 30
+    assert cosine.booster_.learners.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0)
+    assert clone(cosine).get_params()["lr_schedule"] == "cosine"
+    decay = SGBRegressor(n_learners=2, learning_rate=0.01, lr_schedule="decay", n_threads=1)
+    for start in range(0, 300, 30):
+        decay.partial_fit(X[start:start + 30], y[start:start + 30] * 1.0)
+    # decay_schedule(1000): after 10 rounds the rate is 0.01 · (1 + 10/1000) ** -0.5
+    rate = decay.booster_.learners.optimizers[0].param_groups[0]["lr"]
+    assert rate == pytest.approx(0.01 * 1.01 ** -0.5)
+    with pytest.raises(ValueError, match="use lr_schedule='decay'"):
+        SGBRegressor(lr_schedule="cosine").partial_fit(X[:10], y[:10] * 1.0)
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        SGBRegressor(lr_schedule="step").fit(X, y * 1.0)
+    again = pickle.loads(pickle.dumps(cosine))
+    np.testing.assert_allclose(again.predict_proba(X[:5]), cosine.predict_proba(X[:5]))

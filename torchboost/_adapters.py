@@ -10,13 +10,18 @@ import torch
 from torch import nn
 
 from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner
+from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.learners import TwoLayerNet
+from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule, decay_schedule
+from torchboost.losses import get_loss
 
 __all__ = [
     "BOOSTERS",
+    "LR_SCHEDULES",
     "OPTIMIZERS",
     "LearnerFactory",
     "build_booster",
+    "lr_schedule",
     "threads",
     "torch_dtype",
 ]
@@ -38,6 +43,15 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop,
 }
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+#: The names ``lr_schedule=`` accepts: a constant rate; a cosine decay to 0 over ``fit``'s
+#: known number of rounds (``max_passes`` passes); the open-ended decay
+#: :func:`~torchboost.decay_schedule` for streams of unknown length (``partial_fit``, river).
+LR_SCHEDULES = ("constant", "cosine", "decay")
+
+#: ``lr_schedule="decay"``'s time scale in rounds: the rate halves after ``3 ×`` this many
+#: rounds (see :func:`~torchboost.decay_schedule` and the README's measurements).
+DECAY_TIMESCALE = 1000
 
 #: ``learner(n_features, n_outputs) -> nn.Module``: a fresh weak learner mapping
 #: ``(B, n_features)`` to ``(B, n_outputs)``.
@@ -85,15 +99,37 @@ def _building(dtype: torch.dtype, seed: int) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
+def lr_schedule(name: str, rounds: int | None) -> LRSchedulerFactory | None:
+    """The ``lr_scheduler`` factory of an :data:`LR_SCHEDULES` name; ``rounds``: the known
+    number of rounds (``None`` for an open-ended stream, where ``"cosine"`` is refused)."""
+    if name not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {name!r}")
+    if name == "constant":
+        return None
+    if name == "decay":
+        return decay_schedule(DECAY_TIMESCALE)
+    if rounds is None:
+        raise ValueError("lr_schedule='cosine' decays over a known number of rounds (fit's "
+                         "max_passes passes); for a stream of unknown length (partial_fit, "
+                         "learn_one) use lr_schedule='decay'")
+    return cosine_schedule(max(1, rounds))
+
+
 def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n_outputs: int,
                   n_learners: int, hidden: int, activation: str,
                   learner: LearnerFactory | None, booster_kwargs: dict[str, Any] | None,
-                  optimizer: str | type[torch.optim.Optimizer], learning_rate: float,
-                  dtype: str | torch.dtype, device: str | torch.device, seed: int) -> Booster:
+                  optimizer: str | type[torch.optim.Optimizer], learning_rate: float | None,
+                  dtype: str | torch.dtype, device: str | torch.device, seed: int,
+                  classifier: bool = False,
+                  lr_scheduler: LRSchedulerFactory | None = None) -> Booster:
     """A fresh booster of ``n_learners`` learners (the default :class:`TwoLayerNet` or
     ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
     ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
-    (logistic, hinge) get one output. ``ValueError`` for an unknown name."""
+    (logistic, hinge) get one output. ``learning_rate=None``: the boosters' default rule
+    (:mod:`~torchboost.boosters.default_lr`; for a booster without it, OGB's and ResidualSGB's,
+    Adam at :data:`~torchboost.boosters.default_lr.DEFAULT_LR`). A ``classifier`` boosted by an
+    SGB variant fits Newton targets (``targets="newton"``, as the README recommends) unless
+    ``booster_kwargs`` choose ``targets``. ``ValueError`` for an unknown name."""
     if isinstance(booster, str):
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
@@ -116,10 +152,17 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     else:
         def factory() -> nn.Module:
             return learner(n_features, out_dim)
-    kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer,
-                              "optimizer_kwargs": {"lr": float(learning_rate)}}
+    kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer}
+    if learning_rate is not None:
+        kwargs["optimizer_kwargs"] = {"lr": float(learning_rate)}
+    elif not cls.default_lr_rule:
+        kwargs["optimizer_kwargs"] = {"lr": DEFAULT_LR}
+    if lr_scheduler is not None:
+        kwargs["lr_scheduler"] = lr_scheduler
     if cls is not SingleLearner:
         kwargs["n_learners"] = n_learners
+    if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:
+        kwargs["targets"] = "newton"
     kwargs.update(booster_kwargs or {})
     with _building(torch_dtype(dtype), seed):
         built = cls(factory, loss, **kwargs)

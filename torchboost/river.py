@@ -21,9 +21,13 @@ Features are used as given: standardise them in the pipeline, as river's linear 
 the same keys) unless ``classes=[...]`` lists every label up front (logistic loss for two
 classes, softmax for more): the booster's outputs are fixed when it is built.
 
-The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``, …) are
-those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is usually fastest for
-one-example predictions); ``seed`` seeds the learners' initialisation.
+The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``,
+``learning_rate``, …) are those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is
+usually fastest for one-example predictions); ``seed`` seeds the learners' initialisation. A
+river stream has no known end, so ``lr_schedule`` is ``"constant"`` (default) or ``"decay"``
+(the open-ended :func:`~torchboost.decay_schedule`). A classifier boosted by an SGB variant fits
+Newton targets, as the README recommends (``booster_kwargs={"targets": "gradient"}``: the
+paper's).
 
 Example:
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -50,8 +54,8 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
 
 from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
+from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
-from torchboost.boosters.sgb import DEFAULT_LR
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
@@ -71,9 +75,9 @@ class _RiverBoosting:
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, seed: int = 0,
+                 learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, lr_schedule: str = "constant") -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.booster = booster
@@ -85,6 +89,8 @@ class _RiverBoosting:
         self.booster_kwargs = booster_kwargs
         self.optimizer = optimizer
         self.learning_rate = learning_rate
+        self.lr_schedule = lr_schedule
+        lr_schedule_factory(lr_schedule, None)  # a bad name (or "cosine": no horizon) raises now
         self.batch_size = batch_size
         self.seed = seed
         self.device = device
@@ -135,7 +141,8 @@ class _RiverBoosting:
                 n_learners=self.n_learners, hidden=self.hidden, activation=self.activation,
                 learner=self.learner, booster_kwargs=self.booster_kwargs,
                 optimizer=self.optimizer, learning_rate=self.learning_rate, dtype=self.dtype,
-                device=self.device, seed=self.seed)
+                device=self.device, seed=self.seed, classifier=self._is_classifier,
+                lr_scheduler=lr_schedule_factory(self.lr_schedule, None))
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
         self._x, self._y = [], []
@@ -201,6 +208,8 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
     Before the first round it predicts the mean of the targets buffered so far (0 before any).
     """
 
+    _is_classifier = False
+
     def _default_loss(self) -> str:
         return "squared"
 
@@ -230,16 +239,19 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
     the module docstring. Before the first round the probabilities are those of the labels
     buffered so far (uniform before any)."""
 
+    _is_classifier = True
+
     def __init__(self, classes: Sequence[Hashable] | None = None,
                  booster: str | type[Booster] = "sgb", n_learners: int = 8, hidden: int = 10,
                  activation: str = "sigmoid", learner: LearnerFactory | None = None,
                  loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, seed: int = 0,
+                 learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, lr_schedule: str = "constant") -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
-                         optimizer, learning_rate, batch_size, seed, device, dtype, n_threads)
+                         optimizer, learning_rate, batch_size, seed, device, dtype, n_threads,
+                         lr_schedule)
         self.classes = classes
         labels = [False, True] if classes is None else list(classes)
         if len(labels) < 2 or len(set(labels)) != len(labels):

@@ -19,6 +19,12 @@ The booster is chosen with ``booster=``: ``"sgb"`` (:class:`~torchboost.SGB`, th
 ``booster_kwargs`` go to its constructor (e.g. ``{"step": 0.1}``). The stagewise, non-streaming
 :class:`~torchboost.StagewiseGB` is left out on purpose.
 
+A classifier boosted by an SGB variant fits Newton targets (``targets="newton"``, which the
+README recommends for classification) unless ``booster_kwargs`` choose ``targets``. Without a
+``learning_rate`` every booster follows the boosters' one default rule
+(:mod:`~torchboost.boosters.default_lr`), and ``lr_schedule="cosine"`` decays it over ``fit``'s
+passes.
+
 The weak learner is the SGB paper's two-layer net (:class:`~torchboost.TwoLayerNet`, ``hidden``
 units, ``activation``) unless ``learner`` is given: a factory ``learner(n_features, n_outputs)``
 returning a fresh ``nn.Module`` that maps ``(B, n_features)`` to ``(B, n_outputs)``.
@@ -44,6 +50,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -59,9 +66,15 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.sklearn needs scikit-learn >= 1.6: "
                       "pip install 'torchboost[sklearn]'") from error
 
-from torchboost._adapters import BOOSTERS, LearnerFactory, build_booster, threads, torch_dtype
+from torchboost._adapters import (
+    BOOSTERS,
+    LearnerFactory,
+    build_booster,
+    lr_schedule,
+    threads,
+    torch_dtype,
+)
 from torchboost.boosters import Booster
-from torchboost.boosters.sgb import DEFAULT_LR
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
@@ -83,7 +96,12 @@ class _StreamingBoosting(BaseEstimator):
             ``"logistic"`` for two classes and ``"softmax"`` for more.
         booster_kwargs: extra keyword arguments for the booster (``step``, ``targets``, …).
         optimizer: every learner's optimizer: ``"adam"``, ``"sgd"``, ``"adagrad"``,
-            ``"rmsprop"`` or a ``torch.optim.Optimizer`` class; ``learning_rate`` is its ``lr``.
+            ``"rmsprop"`` or a ``torch.optim.Optimizer`` class; ``learning_rate`` is its ``lr``
+            (``None``: the boosters' default rule, Adam at 2e-2 scaled down for weights with a
+            fan-in above 64, :mod:`~torchboost.boosters.default_lr`).
+        lr_schedule: ``"constant"``; ``"cosine"``, a cosine decay of the rate to 0 over
+            ``fit``'s ``max_passes`` passes (not for ``partial_fit``, whose stream has no known
+            end); ``"decay"``, the open-ended :func:`~torchboost.decay_schedule` (either).
         batch_size: mini-batch size of ``fit``'s passes.
         max_passes: passes over the rows in ``fit``.
         standardize: standardise features (and regression targets) with frozen statistics.
@@ -99,7 +117,8 @@ class _StreamingBoosting(BaseEstimator):
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "adam",
-                 learning_rate: float = DEFAULT_LR, batch_size: int = 32, max_passes: int = 10,
+                 learning_rate: float | None = None, lr_schedule: str = "constant",
+                 batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,
                  device: str | torch.device = "cpu",
                  dtype: str | torch.dtype = "float32", n_threads: int | None = None) -> None:
@@ -112,6 +131,7 @@ class _StreamingBoosting(BaseEstimator):
         self.booster_kwargs = booster_kwargs
         self.optimizer = optimizer
         self.learning_rate = learning_rate
+        self.lr_schedule = lr_schedule
         self.batch_size = batch_size
         self.max_passes = max_passes
         self.standardize = standardize
@@ -139,7 +159,8 @@ class _StreamingBoosting(BaseEstimator):
         if not (isinstance(self.batch_size, int | np.integer) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be an int >= 1, got {self.batch_size!r}")
         with threads(self.n_threads):
-            self._start(X, y, classes=None)
+            rounds = self.max_passes * -(-X.shape[0] // self.batch_size)
+            self._start(X, y, classes=None, rounds=rounds)
             x, z = self._tensors(X, self._encode_targets(y))
             n = x.shape[0]
             for p in range(self.max_passes):
@@ -175,8 +196,10 @@ class _StreamingBoosting(BaseEstimator):
         return validate_data(self, X, y, reset=reset, dtype=[np.float64, np.float32],
                              y_numeric=not isinstance(self, ClassifierMixin))
 
-    def _start(self, X: np.ndarray, y: np.ndarray, classes: Any) -> None:
-        """Classes, frozen statistics, seed and a fresh booster."""
+    def _start(self, X: np.ndarray, y: np.ndarray, classes: Any,
+               rounds: int | None = None) -> None:
+        """Classes, frozen statistics, seed and a fresh booster (``rounds``: how many rounds
+        ``fit`` will run, for a cosine schedule; ``None`` for ``partial_fit``)."""
         self._set_classes(y, classes)
         if self.standardize:
             self.x_mean_ = X.mean(0, dtype=np.float64)
@@ -187,6 +210,8 @@ class _StreamingBoosting(BaseEstimator):
             self.x_scale_ = np.ones(X.shape[1])
         self._set_target_statistics(y)
         self._seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        self._rounds = rounds
+        self._float64_cache: dict[str, Any] = {}
         self.booster_ = self._build_booster(X.shape[1])
 
     def _set_classes(self, y: np.ndarray, classes: Any) -> None:
@@ -206,7 +231,8 @@ class _StreamingBoosting(BaseEstimator):
             hidden=self.hidden, activation=self.activation, learner=self.learner,
             booster_kwargs=self.booster_kwargs, optimizer=self.optimizer,
             learning_rate=self.learning_rate, dtype=self.dtype, device=self.device,
-            seed=self._seed)
+            seed=self._seed, classifier=isinstance(self, ClassifierMixin),
+            lr_scheduler=lr_schedule(self.lr_schedule, getattr(self, "_rounds", None)))
 
     # --- prediction --------------------------------------------------------------------------
     def _tensors(self, X: np.ndarray, z: np.ndarray | None = None) -> tuple[Tensor, Tensor]:
@@ -220,16 +246,34 @@ class _StreamingBoosting(BaseEstimator):
         """The booster's raw outputs ``(n, m)`` as float64 numpy."""
         check_is_fitted(self, "booster_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        x, _ = self._tensors(X)
+        predictor = self._predictor()
+        x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, device=self.device,
+                            dtype=predictor.learners.dtype)
         with threads(self.n_threads):
-            out = [self.booster_.predict(x[i:i + _PREDICT_CHUNK])
+            out = [predictor.predict(x[i:i + _PREDICT_CHUNK])
                    for i in range(0, x.shape[0], _PREDICT_CHUNK)]
         return torch.cat(out).to("cpu", torch.float64).numpy()
+
+    def _predictor(self) -> Booster:
+        """The booster that predicts: ``booster_`` itself in float64, else a float64 copy of it
+        (made again after it learns), so that a row's prediction does not depend on the other
+        rows predicted with it: float32 matrix products round differently for different
+        numbers of rows (scikit-learn checks that a subset's predictions equal the whole's;
+        with float32 they differed by one unit in the last place on about 1 row in 60)."""
+        booster = self.booster_
+        if booster.learners.dtype == torch.float64:
+            return booster
+        key = (id(booster), booster.rounds)
+        cache = self.__dict__.setdefault("_float64_cache", {})  # a holder: predict leaves
+        if cache.get("key") != key:                              # __dict__ as it was
+            cache.update(key=key, booster=copy.deepcopy(booster).double())
+        return cache["booster"]
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the fitted booster as a (CPU) state dict: the learners' modules are rebuilt
         from the parameters on unpickling."""
         state = self.__dict__.copy()
+        state.pop("_float64_cache", None)
         booster = state.pop("booster_", None)
         if booster is not None:
             state["_booster_state"] = {k: v.cpu() if torch.is_tensor(v) else v
@@ -240,6 +284,7 @@ class _StreamingBoosting(BaseEstimator):
         booster_state = state.pop("_booster_state", None)
         self.__dict__.update(state)
         if booster_state is not None:
+            self._float64_cache = {}
             self.booster_ = self._build_booster(self.n_features_in_)
             self.booster_.load_state_dict(booster_state)
 

@@ -151,6 +151,10 @@ class Booster(nn.Module, ABC):
         self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window)
                       if stall_window is not None and self.monitors_stall else None)
 
+    #: whether Adam without an ``lr`` follows the default rule of
+    #: :mod:`~torchboost.boosters.default_lr` (SGB and its variants, SingleLearner, the
+    #: multiclass boosters); the others (OGB's linear losses, ResidualSGB) keep torch's 1e-3
+    default_lr_rule = False
     #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
     #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
     supports_distributed = True

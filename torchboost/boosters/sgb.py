@@ -90,6 +90,8 @@ class SGB(Booster):
 
     config_keys = ("step", "targets", "hessian_floor", "step_rule", "standardize")
 
+    default_lr_rule = True
+
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,

@@ -38,6 +38,8 @@ class SingleLearner(Booster):
         (3, 24)
     """
 
+    default_lr_rule = True
+
     def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,
                  **kwargs: Any) -> None:
         kwargs.setdefault("n_learners", 1)

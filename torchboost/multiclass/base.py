@@ -86,6 +86,8 @@ class MulticlassBooster(Booster):
     monitors_stall = False
     config_keys = ("n_classes", "prediction", "training_rule", "state_updates")
 
+    default_lr_rule = True
+
     def __init__(
         self,
         learners: LearnerSource | WeakLearners,
