@@ -1,4 +1,5 @@
-"""The stall monitor: one warning per symptom, with numbers and the fix, and none when learning."""
+"""The stall monitor: one warning per booster, with numbers and the fix, and none when
+learning."""
 
 from __future__ import annotations
 
@@ -28,19 +29,43 @@ def stream(booster, x=X, y=Y, batch=32):
 def test_window_sums_by_hand():
     monitor = StallMonitor(get_loss("squared"), n_learners=2, out_dim=1, window=4)
     z = torch.tensor([[1.0], [3.0]])
-    partials = torch.tensor([[0.0, 0.0], [2.0, 2.0], [1.0, 5.0]]).unsqueeze(-1)
+    partials = torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 6.0]]).unsqueeze(-1)
     assert monitor.update(partials, z) == []  # the warm-up (4 examples) learns the label mean 2
     assert monitor.update(partials, z) == []
     assert monitor.update(partials, z) == []  # 2 of the 4 window examples
     assert monitor.update(partials, z) == []  # a first bad window: not yet a warning
     assert monitor.update(partials, z) == []
     # mean per example: y^0 = 0 → ½(1 + 9)/2 = 2.5; y^1 = 2 → ½(1 + 1)/2 = 0.5;
-    # y^2 = (1, 5) → ½(0 + 4)/2 = 1; the constant 2 → 0.5. So y^2 is worse than both
+    # y^2 = (0, 6) → ½(1 + 9)/2 = 2.5; the constant 2 → 0.5. So y^2 is no better than the
+    # constant (and no better than in the window before), and y^1 has less than half its loss
     assert monitor.update(partials, z) == ["not_beating_constant", "learners_hurt"]
-    assert monitor.last_window["anytime"].tolist() == pytest.approx([2.5, 0.5, 1.0])
+    assert monitor.last_window["anytime"].tolist() == pytest.approx([2.5, 0.5, 2.5])
     assert float(monitor.last_window["constant"]) == pytest.approx(0.5)
     assert all(monitor.update(partials, z) == [] for _ in range(4))  # once each
     assert monitor.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0}
+
+
+def test_a_slow_start_and_a_small_gap_do_not_warn():
+    """Behind the constant in two windows but better in the second (a slow start): nothing;
+    the same loss again in a third: not_beating_constant. A shorter ensemble ahead by 41 %
+    (< the tolerance ½): no learners_hurt; ahead by 100 %: flagged."""
+    monitor = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
+    z = torch.tensor([[1.0], [3.0]])  # the constant 2 scores ½(1 + 1)/2 = 0.5
+    assert monitor.update(torch.zeros(2, 2, 1), z) == []  # the warm-up
+    # y^0 = y^1 = (0, 5): ½(1 + 4)/2 = 1.25; then (0, 4.5): ½(1 + 2.25)/2 = 0.8125, better
+    for last in (5.0, 4.5):
+        assert monitor.update(torch.tensor([[0.0, last]] * 2).unsqueeze(-1), z) == []
+    assert monitor.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0}
+    stalled = monitor.update(torch.tensor([[0.0, 4.5]] * 2).unsqueeze(-1), z)
+    assert stalled == ["not_beating_constant"]
+
+    y = torch.tensor([[0.0], [0.0]])
+    for first, last, hurt in ((0.6, 0.78, 0.0), (0.0, 1.0, 1.0)):
+        gap = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
+        gap.update(torch.zeros(2, 2, 1), y)
+        for _ in range(3):  # y^0 = 0.6 scores 0.18, y^1 = 0.78 scores 0.3042: 41 % better
+            gap.update(torch.tensor([[first, first], [last, last]]).unsqueeze(-1), y)
+        assert gap.flags()["learners_hurt"] == hurt
 
 
 def test_a_booster_that_does_not_learn_warns_once_with_the_fix():
@@ -71,9 +96,13 @@ def test_overshooting_learners_are_flagged():
     booster = SGB(lambda: TwoLayerNet(5, 8), n_learners=6, step=1.9, y0="mean",
                   stall_window=1500, optimizer_kwargs={"lr": 1e-2})
     caught = stream(booster)
-    messages = [str(w.message) for w in caught]
-    assert any("make the prediction worse" in m and "step η=1.9" in m for m in messages)
-    assert booster.stall.flags()["learners_hurt"] == 1.0
+    assert len(caught) == 1  # one warning per booster, naming what it saw first
+    text = str(caught[0].message)
+    assert "no better than the best constant" in text and "step η=1.9" in text
+    # the second learner's partial sum beats y^N by far more than ½: flagged too
+    assert booster.stall.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0}
+    anytime = booster.stall.last_window["anytime"]
+    assert float(anytime[:-1].min()) < 0.5 * float(anytime[-1])
 
 
 def test_a_learning_booster_does_not_warn():
@@ -113,3 +142,27 @@ def test_a_state_saved_before_the_monitor_loads_and_the_window_is_configuration(
     assert fresh.stall.seen == 0 and torch.equal(fresh.predict(X[:8]), booster.predict(X[:8]))
     with pytest.raises(ValueError, match="stall_window"):
         SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=None).load_state_dict(state)
+
+
+def test_multiclass_boosters_are_monitored_on_their_error_rate():
+    """Votes are not scores on the loss's scale: the monitor judges their error rate against
+    the majority class's. Frozen learners (rate 0) vote at random: one warning."""
+    from torchboost import AdaboostOLM
+    from torchboost import BoostingStallWarning as exported
+
+    assert exported is BoostingStallWarning
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10000, 5, generator=g)  # a warm-up and four windows
+    y = (x[:, 0] > 0.3).long() + (x[:, 1] > 0).long()  # 3 classes
+    torch.manual_seed(0)
+    frozen = AdaboostOLM(lambda: torch.nn.Linear(5, 3), n_classes=3, n_learners=4,
+                         state_updates="batch", optimizer_kwargs={"lr": 0.0})
+    assert frozen.stall.metric == "error" and frozen.stall.window == 2000
+    caught = stream(frozen, x=x, y=y)
+    assert len(caught) == 1 and "progressive error" in str(caught[0].message)
+    torch.manual_seed(0)
+    learning = AdaboostOLM(lambda: torch.nn.Linear(5, 3), n_classes=3, n_learners=4,
+                           state_updates="batch")
+    assert stream(learning, x=x, y=y) == []
+    errors = learning.stall.last_window
+    assert float(errors["anytime"][-1]) < 0.6 * float(errors["constant"])

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from torchboost.boosters.guards import check_round, guard_step
 from torchboost.boosters.round_snapshot import RoundSnapshot, Snapshot
 from torchboost.boosters.scaling import Standardizer
-from torchboost.boosters.stall import StallMonitor
+from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
@@ -103,7 +103,7 @@ class Booster(nn.Module, ABC):
         optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
-        stall_window: int | None = 5000,
+        stall_window: int | None = DEFAULT_WINDOW,
         compile: bool = False,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
@@ -148,13 +148,17 @@ class Booster(nn.Module, ABC):
         self._snapshot = RoundSnapshot()
         #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
         #: boosters that predict their last partial sum, with ``stall_window`` examples a window
-        self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window)
+        self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window,
+                                   metric=self.stall_metric)
                       if stall_window is not None and self.monitors_stall else None)
 
     #: whether Adam without an ``lr`` follows the default rule of
     #: :mod:`~torchboost.boosters.default_lr` (SGB and its variants, SingleLearner, the
     #: multiclass boosters); the others (OGB's linear losses, ResidualSGB) keep torch's 1e-3
     default_lr_rule = False
+    #: what the stall monitor judges: the loss of the partial sums, or (``"error"``) the error
+    #: rate of votes (the multiclass boosters)
+    stall_metric = "loss"
     #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
     #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
     supports_distributed = True
@@ -597,6 +601,9 @@ class Booster(nn.Module, ABC):
         saved = extra.get("config") if isinstance(extra, dict) else None
         if saved is not None:  # states saved before configurations were recorded have none
             self.learners.adopt_mode(saved.get("mode", self.learners.mode))
+            window = saved.get("stall_window")
+            if window is not None and self.stall is not None:  # a monitoring setting, not the
+                self.stall.window = int(window)               # model: resume with the saved one
             mine = self.config()
             differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
                            f"{mine.get(key, '(none)')!r}"

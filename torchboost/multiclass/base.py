@@ -81,9 +81,10 @@ class MulticlassBooster(Booster):
     """
 
     supports_distributed = False
-    #: no stall monitor (:mod:`torchboost.boosters.stall`): a round does not compute every
-    #: learner's anytime prediction on the loss's scale
-    monitors_stall = False
+    #: the stall monitor (:mod:`torchboost.boosters.stall`) judges the error rate of the votes
+    #: ``s^0..s^N`` (they are not scores on the loss's scale)
+    monitors_stall = True
+    stall_metric = "error"
     config_keys = ("n_classes", "prediction", "training_rule", "state_updates")
 
     default_lr_rule = True
