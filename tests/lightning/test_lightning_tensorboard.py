@@ -126,3 +126,20 @@ def test_lightning_tensorboard_ogb_sigma_and_errors(classification, tmp_path, ma
     errors = _values(scalars["test/error"])
     assert all(0.0 <= e <= 1.0 for e in errors) and errors[-1] < errors[0]
     assert callback.history[-1]["test_error"] == pytest.approx(errors[-1])
+
+
+def test_lightning_tensorboard_follows_the_learning_rate_schedule(regression, tmp_path,
+                                                                  make_booster, make_stream,
+                                                                  trainer_kwargs):
+    """Under a schedule ``learners/lr`` is the current rate at every evaluation (every 5000
+    units, about 8 of the 40 rounds: past the 5-round warm-up, down the cosine) and the HParams
+    row records the starting rate and the schedule."""
+    _, _, _, _, events = _train_and_read("sgb_scheduled", regression, tmp_path, make_booster,
+                                         make_stream, trainer_kwargs)
+    histograms = _histograms(events, "learners/lr")
+    assert all(low == high for _, _, low, high in histograms) and len(histograms) >= 4
+    rates = [low for _, _, low, _ in histograms]
+    assert rates == sorted(rates, reverse=True) and rates[0] > 10 * rates[-2]
+    assert 0.03 < rates[0] < 0.05 and rates[-1] < 1e-4
+    params, _ = _hparams(events)
+    assert params["lr"] == 0.05 and params["lr_scheduler"] == "SequentialLR"

@@ -74,14 +74,18 @@ def learner_values(booster: Booster) -> dict[str, list[float]]:
 
 def booster_hparams(booster: Booster) -> dict[str, Any]:
     """A booster's configuration for TensorBoard's HParams tab: its class, loss, number of
-    learners, learner engine (stacked/loop), optimizer and learning rate, and its step
-    (``η``, ``"learned"``) and targets where it has them."""
+    learners, learner engine (stacked/loop), optimizer and learning rate (under a schedule, the
+    rate it started from, and the schedule), and its step (``η``, ``"learned"``) and targets
+    where it has them."""
     optimizers = booster.learners.optimizers
     group = optimizers[0].param_groups[0] if optimizers else {}
     params: dict[str, Any] = {"booster": type(booster).__name__, "loss": booster.loss.name,
                               "n_learners": booster.n_learners, "mode": booster.learners.mode,
                               "optimizer": type(optimizers[0]).__name__ if optimizers else "",
-                              "lr": float(group.get("lr", float("nan")))}
+                              "lr": float(group.get("initial_lr", group.get("lr", float("nan"))))}
+    schedule = booster.config().get("lr_scheduler")
+    if schedule is not None:  # the rate above is where the schedule started
+        params["lr_scheduler"] = schedule
     if getattr(booster, "step_rule", None) is not None:
         params["step"] = "learned"
     elif isinstance(getattr(booster, "step", None), int | float):

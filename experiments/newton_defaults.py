@@ -1,0 +1,139 @@
+"""Boosting with Newton targets at the default learning rate against one learner of the same kind
+at the same defaults, on the repository's multiclass streams and two synthetic ones.
+
+    OMP_NUM_THREADS=1 python experiments/newton_defaults.py      # ~25 min on one core
+
+Every run uses defaults only: ``SingleLearner(learner, "softmax")`` against
+``SGB(learner, "softmax", n_learners=N, targets="newton")`` (Adam at the boosters' default rule,
+``standardize`` on, batch 32), over ``--passes`` seeded passes, for several seeds (learner
+initialisation and stream order). Learners: ``linear`` (``Flatten → Linear(d, k)``, N = 20, the
+case reported to collapse) on every stream, ``conv`` (the SGB paper's MNIST learner, N = 8) on
+a 10k-image MNIST subset. Streams: Balance Scale (3 classes), Mushroom (2), MNIST (all 60k for
+linear learners), and two synthetic streams of Gaussian features with linear class scores plus
+noise (``d = 12, k = 5, noise 0.5`` and ``d = 16, k = 3, noise 3``).
+
+Two candidate fixes of the default rule were measured next to it and rejected (see the README,
+"One default rule"): dividing the rate of each learner's **output layer** by ``N·η`` (the N
+output layers move the prediction together, N·η times as fast as one) and by ``√(N·η)``.
+
+Writes ``experiments/results/newton_defaults/results.json`` (every run's held-out accuracy after
+every pass, and the means over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchboost import SGB, ConvNet, SingleLearner
+from torchboost.data import Dataset, load_balance, load_mnist, load_mushroom
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "experiments" / "results" / "newton_defaults"
+RUNS = [("balance", "linear"), ("mushroom", "linear"), ("synthetic_12_5", "linear"),
+        ("synthetic_16_3", "linear"), ("mnist", "linear"), ("mnist_10k", "conv")]
+VARIANTS = ("single", "default", "output/(N·η)", "output/√(N·η)")
+
+
+def synthetic(d: int, k: int, noise: float, n: int = 20000, seed: int = 0) -> Dataset:
+    """Gaussian features of random scales, labels the argmax of noisy linear scores."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(d, k, generator=g)
+    x = torch.randn(n, d, generator=g) * torch.rand(d, generator=g) * 3
+    y = (x @ w + noise * torch.randn(n, k, generator=g)).argmax(1)
+    m = int(0.8 * n)
+    return Dataset(f"synthetic_{d}_{k}", x[:m], y[:m], x[m:], y[m:], "multiclass", k)
+
+
+def load(name: str) -> Dataset:
+    if name == "balance":
+        return load_balance(DATA / "multiclass" / "balance-scale_onehot.csv")
+    if name == "mushroom":
+        return load_mushroom(DATA / "multiclass" / "mushroom_keel.csv.gz")
+    if name.startswith("mnist"):
+        ds = load_mnist(DATA / "mnist")
+        if name == "mnist_10k":
+            ds = Dataset(name, ds.x_train[:10000], ds.y_train[:10000], ds.x_test[:2000],
+                         ds.y_test[:2000], ds.task, ds.n_classes)
+        return ds
+    if name == "synthetic_12_5":
+        return synthetic(12, 5, 0.5)
+    return synthetic(16, 3, 3.0)
+
+
+def build(variant: str, kind: str, d: int, k: int) -> Any:
+    def factory() -> nn.Module:
+        return ConvNet(1, 28, k, channels=5) if kind == "conv" else nn.Sequential(
+            nn.Flatten(), nn.Linear(d, k))
+
+    if variant == "single":
+        return SingleLearner(factory, "softmax", n_outputs=k)
+    n = 8 if kind == "conv" else 20
+    booster = SGB(factory, "softmax", n_outputs=k, n_learners=n, targets="newton",
+                  stall_window=None)
+    if variant != "default":
+        power = 1.0 if variant == "output/(N·η)" else 0.5
+        _scale_output_layers(booster, (n * booster.step) ** -power)
+    return booster
+
+
+def _scale_output_layers(booster: SGB, factor: float) -> None:
+    """Rebuild the learners' optimizers with the last two parameters (the output layer's weight
+    and bias, last in both learners' parameter order) at ``factor`` times their rate."""
+    fresh = []
+    for opt in booster.learners.optimizers:
+        params = [p for g in opt.param_groups for p in g["params"]]
+        rates = [g["lr"] for g in opt.param_groups for _ in g["params"]]
+        groups = [{"params": [p], "lr": lr * (factor if i >= len(params) - 2 else 1.0)}
+                  for i, (p, lr) in enumerate(zip(params, rates, strict=True))]
+        fresh.append(torch.optim.Adam(groups, fused=booster.learners.mode == "stacked"))
+    booster.learners.engine.optimizers[:] = fresh
+
+
+def run(name: str, kind: str, variant: str, seed: int, passes: int) -> list[float]:
+    ds = load(name)
+    k = ds.n_classes or 2
+    torch.manual_seed(seed)
+    booster = build(variant, kind, ds.x_train[0].numel(), k)
+    g = torch.Generator().manual_seed(seed + 1)
+    out = []
+    for _ in range(passes):
+        for rows in torch.randperm(len(ds.y_train), generator=g).split(32):
+            booster.learn(ds.x_train[rows], ds.y_train[rows])
+        out.append(1.0 - booster.evaluate(ds.x_test, ds.y_test)["error"])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--mnist-seeds", type=int, default=2)
+    parser.add_argument("--passes", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    OUT.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"args": vars(args), "runs": [], "mean": {}}
+    for name, kind in RUNS:
+        seeds = args.mnist_seeds if name.startswith("mnist") else args.seeds
+        for variant in VARIANTS:
+            start = time.perf_counter()
+            accuracies = [run(name, kind, variant, s, args.passes) for s in range(seeds)]
+            mean = [sum(a[p] for a in accuracies) / seeds for p in range(args.passes)]
+            results["runs"].append({"stream": name, "learner": kind, "variant": variant,
+                                    "accuracy": accuracies})
+            results["mean"][f"{name}/{kind}/{variant}"] = mean
+            print(f"{name:15s} {kind:6s} {variant:15s}", " ".join(f"{m:.4f}" for m in mean),
+                  f"{time.perf_counter() - start:.0f}s", flush=True)
+            (OUT / "results.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
