@@ -12,9 +12,11 @@ a 10k-image MNIST subset. Streams: Balance Scale (3 classes), Mushroom (2), MNIS
 linear learners), and two synthetic streams of Gaussian features with linear class scores plus
 noise (``d = 12, k = 5, noise 0.5`` and ``d = 16, k = 3, noise 3``).
 
-Two candidate fixes of the default rule were measured next to it and rejected (see the README,
-"One default rule"): dividing the rate of each learner's **output layer** by ``N·η`` (the N
-output layers move the prediction together, N·η times as fast as one) and by ``√(N·η)``.
+Variants of the boosted learners' rates (the README, "One default rule"): ``every layer`` —
+the rule before this experiment, the default rate (with the fan-in rule) for every layer;
+``default`` — today's rule, the rate of each learner's **output layer** divided by ``N·η``
+(the N output layers move the prediction together, N·η times as fast as one);
+``output/√(N·η)`` — a milder division, rejected.
 
 Writes ``experiments/results/newton_defaults/results.json`` (every run's held-out accuracy after
 every pass, and the means over seeds).
@@ -40,7 +42,7 @@ DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "newton_defaults"
 RUNS = [("balance", "linear"), ("mushroom", "linear"), ("synthetic_12_5", "linear"),
         ("synthetic_16_3", "linear"), ("mnist", "linear"), ("mnist_10k", "conv")]
-VARIANTS = ("single", "default", "output/(N·η)", "output/√(N·η)")
+VARIANTS = ("single", "every layer", "default", "output/√(N·η)")
 
 
 def synthetic(d: int, k: int, noise: float, n: int = 20000, seed: int = 0) -> Dataset:
@@ -77,25 +79,13 @@ def build(variant: str, kind: str, d: int, k: int) -> Any:
     if variant == "single":
         return SingleLearner(factory, "softmax", n_outputs=k)
     n = 8 if kind == "conv" else 20
-    booster = SGB(factory, "softmax", n_outputs=k, n_learners=n, targets="newton",
-                  stall_window=None)
-    if variant != "default":
-        power = 1.0 if variant == "output/(N·η)" else 0.5
-        _scale_output_layers(booster, (n * booster.step) ** -power)
-    return booster
-
-
-def _scale_output_layers(booster: SGB, factor: float) -> None:
-    """Rebuild the learners' optimizers with the last two parameters (the output layer's weight
-    and bias, last in both learners' parameter order) at ``factor`` times their rate."""
-    fresh = []
-    for opt in booster.learners.optimizers:
-        params = [p for g in opt.param_groups for p in g["params"]]
-        rates = [g["lr"] for g in opt.param_groups for _ in g["params"]]
-        groups = [{"params": [p], "lr": lr * (factor if i >= len(params) - 2 else 1.0)}
-                  for i, (p, lr) in enumerate(zip(params, rates, strict=True))]
-        fresh.append(torch.optim.Adam(groups, fused=booster.learners.mode == "stacked"))
-    booster.learners.engine.optimizers[:] = fresh
+    options: dict[str, Any] = {}
+    if variant == "every layer":
+        options["lr_output_scale"] = 1.0
+    elif variant == "output/√(N·η)":
+        options["lr_output_scale"] = (n * 0.5) ** -0.5
+    return SGB(factory, "softmax", n_outputs=k, n_learners=n, targets="newton",
+               stall_window=None, **options)
 
 
 def run(name: str, kind: str, variant: str, seed: int, passes: int) -> list[float]:

@@ -84,8 +84,8 @@ class Booster(nn.Module, ABC):
         n_outputs: outputs of the problem (classes for ``"softmax"``); learners must return
             ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
-        optimizer, optimizer_kwargs, mode, compile, lr_fan_in: passed to :class:`WeakLearners`
-            for a factory/list.
+        optimizer, optimizer_kwargs, mode, compile, lr_fan_in, lr_output_scale: passed to
+            :class:`WeakLearners` for a factory/list.
         lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
             class, or :func:`~torchboost.cosine_schedule` / :func:`~torchboost.decay_schedule`),
             one scheduler per optimizer of the learners, stepped once per successful round
@@ -107,6 +107,7 @@ class Booster(nn.Module, ABC):
         compile: bool = False,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        lr_output_scale: float = 1.0,
     ) -> None:
         super().__init__()
         self.loss = get_loss(loss)
@@ -120,7 +121,7 @@ class Booster(nn.Module, ABC):
             self.learners = learners
         else:
             self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode,
-                                         compile, lr_fan_in, lr_scheduler)
+                                         compile, lr_fan_in, lr_scheduler, lr_output_scale)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(
@@ -587,6 +588,8 @@ class Booster(nn.Module, ABC):
         }
         if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
             out["lr_fan_in"] = spec.lr_fan_in
+        if spec.output_scale != 1.0:
+            out["lr_output_scale"] = spec.output_scale
         schedule = describe_schedulers(self.learners.schedulers)
         if schedule is not None:  # absent without one (states saved before schedules)
             out["lr_scheduler"] = schedule

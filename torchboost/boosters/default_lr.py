@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEFAULT_LR", "DEFAULT_LR_FAN_IN", "with_default_lr"]
+__all__ = ["DEFAULT_LR", "DEFAULT_LR_FAN_IN", "NEWTON_OUTPUT_POWER", "newton_output_scale",
+           "with_default_lr"]
 
 #: The learners' Adam learning rate when none is given, for weights with a fan-in up to
 #: :data:`DEFAULT_LR_FAN_IN` (wider ones get ``DEFAULT_LR · 64 / fan_in``). Chosen by
@@ -31,6 +32,20 @@ DEFAULT_LR = 2e-2
 #: one-hot inputs) move their units as fast as a 64-input layer does; nothing changes where no
 #: weight is wider.
 DEFAULT_LR_FAN_IN = 64.0
+
+
+#: Under Newton targets the default rule divides the rate of each learner's output layer by
+#: ``(N · η) ** NEWTON_OUTPUT_POWER``: the N learners' output layers move the prediction
+#: together, N·η times as fast as one learner's; with learners whose sum is no richer than one
+#: (linear ones) the ensemble then overshoots where one learner does not (measured in the
+#: README, "One default rule": ``experiments/newton_defaults.py``).
+NEWTON_OUTPUT_POWER = 1.0
+
+
+def newton_output_scale(n_learners: int, step: float) -> float:
+    """The output layers' rate factor ``(N · η) ** −NEWTON_OUTPUT_POWER`` for ``N`` learners and
+    step ``η`` (1 when ``N · η ≤ 1``)."""
+    return min(1.0, (n_learners * step) ** -NEWTON_OUTPUT_POWER)
 
 
 def with_default_lr(kwargs: dict[str, Any]) -> dict[str, Any]:

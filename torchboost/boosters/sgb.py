@@ -10,7 +10,12 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
-from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN, with_default_lr
+from torchboost.boosters.default_lr import (
+    DEFAULT_LR,
+    DEFAULT_LR_FAN_IN,
+    newton_output_scale,
+    with_default_lr,
+)
 from torchboost.boosters.scaling import Standardizer
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
@@ -96,7 +101,14 @@ class SGB(Booster):
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
                  standardize: bool = True, **kwargs: Any) -> None:
-        super().__init__(learners, loss, **with_default_lr(kwargs))
+        options = with_default_lr(kwargs)
+        if (targets == "newton" and "lr" not in (kwargs.get("optimizer_kwargs") or {})
+                and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
+            n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
+                                             else 1)
+            newton_step = 0.5 if step is None or step == "learned" else float(step)
+            options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
+        super().__init__(learners, loss, **options)
         self.standardize = bool(standardize)
         if self.standardize:
             self.standardizer = Standardizer(targets=not self.loss.is_classifier)

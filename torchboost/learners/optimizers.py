@@ -14,7 +14,8 @@ from torch import Tensor
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.prodigy import Prodigy
 
-__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "PER_LEARNER_OPTIMIZERS", "OptimizerSpec"]
+__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "PER_LEARNER_OPTIMIZERS", "OptimizerSpec",
+           "output_layer_size"]
 
 #: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
 #: (plus a shared step count). Running one of them over N stacked learners is therefore exactly N
@@ -59,11 +60,17 @@ class OptimizerSpec:
     an ``lr`` (a per-learner optimizer's sums, e.g. Prodigy's, span one parameter group), as
     parameter groups with the same order of parameters; when no weight is that wide the
     optimizer is built exactly as without it.
+
+    ``output_scale`` (default 1: off) multiplies the rate of the learner's output layer (the
+    parameters of the last module that has any, :func:`output_layer_size`) on top of that:
+    N learners' output layers move the ensemble's prediction together, N·η times as fast as one
+    (:mod:`~torchboost.boosters.default_lr`).
     """
 
     cls: type[torch.optim.Optimizer] = torch.optim.Adam
     kwargs: dict[str, Any] = field(default_factory=dict)
     lr_fan_in: float | None = None
+    output_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not (inspect.isclass(self.cls) and issubclass(self.cls, torch.optim.Optimizer)):
@@ -81,6 +88,9 @@ class OptimizerSpec:
                                                and self.lr_fan_in > 0):
             raise ValueError(f"lr_fan_in must be a finite number > 0 or None, got "
                              f"{self.lr_fan_in!r}")
+        if not (math.isfinite(self.output_scale) and 0 < self.output_scale <= 1):
+            raise ValueError(f"the output layer's rate scale must be in (0, 1], got "
+                             f"{self.output_scale!r}")
 
     @property
     def stacks(self) -> bool:
@@ -89,16 +99,17 @@ class OptimizerSpec:
         return self.cls in ELEMENTWISE_OPTIMIZERS or self.cls in PER_LEARNER_OPTIMIZERS
 
     def build(self, params: Iterable[Tensor], multi_tensor: bool = False,
-              stacked: bool = False) -> torch.optim.Optimizer:
+              stacked: bool = False, output_params: int = 0) -> torch.optim.Optimizer:
         """Instantiate over ``params``. ``multi_tensor`` asks for the fused kernel where torch has
         one for this class (Adam, AdamW, SGD, Adagrad) and for the foreach implementation
         otherwise, unless the caller chose ``fused``/``foreach`` in the kwargs. ``stacked``: the
         parameters are N learners stacked along dim 0 (passed on to the per-learner optimizers
-        of :data:`PER_LEARNER_OPTIMIZERS`)."""
+        of :data:`PER_LEARNER_OPTIMIZERS`). ``output_params``: how many of the last ``params``
+        form the output layer (:attr:`output_scale`)."""
         kwargs = dict(self.kwargs)
         if stacked and self.cls in PER_LEARNER_OPTIMIZERS:
             kwargs["stacked"] = True
-        params = self._fan_in_groups(list(params), stacked, kwargs)
+        params = self._fan_in_groups(list(params), stacked, kwargs, output_params)
         accepted = inspect.signature(self.cls.__init__).parameters
         if multi_tensor and "fused" not in kwargs and "foreach" not in kwargs:
             if self.cls in FUSED_OPTIMIZERS:
@@ -108,20 +119,27 @@ class OptimizerSpec:
         return self.cls(params, **kwargs)
 
 
-    def _fan_in_groups(self, params: list[Tensor], stacked: bool,
-                       kwargs: dict[str, Any]) -> list[Tensor] | list[dict[str, Any]]:
+    def _fan_in_groups(self, params: list[Tensor], stacked: bool, kwargs: dict[str, Any],
+                       output_params: int = 0) -> list[Tensor] | list[dict[str, Any]]:
         """``params`` as they are, or as groups of consecutive parameters sharing a learning
-        rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners)."""
+        rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners) and,
+        for the last ``output_params``, :attr:`output_scale`."""
         lr = kwargs.get("lr", inspect.signature(self.cls.__init__).parameters.get("lr"))
         if isinstance(lr, inspect.Parameter):
             lr = lr.default
-        if (self.lr_fan_in is None or self.cls not in ELEMENTWISE_OPTIMIZERS
+        if ((self.lr_fan_in is None and self.output_scale == 1.0)
+                or self.cls not in ELEMENTWISE_OPTIMIZERS
                 or not isinstance(lr, float | int) or isinstance(lr, bool)):
             return params
         lead = 1 if stacked else 0
-        scales = [min(1.0, self.lr_fan_in / math.prod(p.shape[lead + 1:]))
-                  if p.dim() - lead >= 2 and p.shape[lead + 1:].numel() > 0 else 1.0
+        fan_in = self.lr_fan_in
+        scales = [min(1.0, fan_in / math.prod(p.shape[lead + 1:]))
+                  if fan_in is not None and p.dim() - lead >= 2
+                  and p.shape[lead + 1:].numel() > 0 else 1.0
                   for p in params]
+        first_output = len(params) - output_params
+        scales = [scale * (self.output_scale if i >= first_output else 1.0)
+                  for i, scale in enumerate(scales)]
         if all(scale == 1.0 for scale in scales):
             return params
         groups: list[dict[str, Any]] = []
@@ -131,6 +149,21 @@ class OptimizerSpec:
             else:
                 groups.append({"params": [param], "scale": scale})
         return [{"params": g["params"], "lr": lr * g["scale"]} for g in groups]
+
+
+def output_layer_size(names: list[str]) -> int:
+    """How many of a module's parameters, named in ``named_parameters()`` order, belong to its
+    output layer: the trailing ones of the last module that has parameters (``"2.weight"``,
+    ``"2.bias"`` of a ``Sequential`` → 2)."""
+    if not names:
+        return 0
+    owner = names[-1].rpartition(".")[0]
+    count = 0
+    for name in reversed(names):
+        if name.rpartition(".")[0] != owner:
+            break
+        count += 1
+    return count
 
 
 def _as_float(value: Any) -> float:

@@ -44,6 +44,8 @@ class WeakLearners(nn.Module):
             class; :mod:`~torchboost.learners.schedules`), called for every optimizer; each
             scheduler steps right after its optimizer's step has succeeded
             (:meth:`step_schedules`), once per round. ``None`` (default): constant rates.
+        lr_output_scale: multiplies the rate of each learner's output layer (the parameters of
+            its last module that has any; :class:`OptimizerSpec`'s ``output_scale``). Default 1.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
@@ -70,10 +72,12 @@ class WeakLearners(nn.Module):
         compile: bool = False,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        lr_output_scale: float = 1.0,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
-        spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}), lr_fan_in)
+        spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}), lr_fan_in,
+                             float(lr_output_scale))
         if mode not in ("auto", "stacked", "loop"):
             raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
         if compile and mode == "loop":
