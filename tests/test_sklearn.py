@@ -150,9 +150,10 @@ def test_defaults_the_boosters_rule_newton_targets_for_classifiers_and_schedules
     clf = SGBClassifier(n_learners=3, max_passes=2, random_state=0, n_threads=1).fit(X, y)
     booster = clf.booster_
     assert booster.targets == "newton"  # the README's recommendation for classification
-    # the rule: 2e-2 up to fan-in 64, 2e-2 · 64 / 80 for the 80-input first layer
+    # the rule: 2e-2 up to fan-in 64, 2e-2 · 64 / 80 for the 80-input first layer, and under
+    # Newton targets the output layer's 2e-2 divided by N·η = 3 · ½
     rates = sorted({g["lr"] for g in booster.learners.optimizers[0].param_groups})
-    assert rates == pytest.approx([2e-2 * 64 / 80, 2e-2])
+    assert rates == pytest.approx([2e-2 / 1.5, 2e-2 * 64 / 80, 2e-2])
     assert not booster.learners.schedulers
     paper = SGBClassifier(n_learners=3, max_passes=1, random_state=0, n_threads=1,
                           booster_kwargs={"targets": "gradient"}).fit(X, y)
@@ -169,9 +170,9 @@ def test_defaults_the_boosters_rule_newton_targets_for_classifiers_and_schedules
     decay = SGBRegressor(n_learners=2, learning_rate=0.01, lr_schedule="decay", n_threads=1)
     for start in range(0, 300, 30):
         decay.partial_fit(X[start:start + 30], y[start:start + 30] * 1.0)
-    # decay_schedule(1000): after 10 rounds the rate is 0.01 · (1 + 10/1000) ** -0.5
+    # decay_schedule(300): after 10 rounds the rate is 0.01 · (1 + 10/300) ** -0.5
     rate = decay.booster_.learners.optimizers[0].param_groups[0]["lr"]
-    assert rate == pytest.approx(0.01 * 1.01 ** -0.5)
+    assert rate == pytest.approx(0.01 * (1 + 10 / 300) ** -0.5)
     with pytest.raises(ValueError, match="use lr_schedule='decay'"):
         SGBRegressor(lr_schedule="cosine").partial_fit(X[:10], y[:10] * 1.0)
     with pytest.raises(ValueError, match="lr_schedule must be one of"):

@@ -35,6 +35,15 @@ the validation loss (less than ``plateau_tol`` relative improvement over the las
 the units spent, after ``min_passes`` passes), the compute budget (``max_units``, default GB's
 total units), or ``max_passes``.
 
+**Schedules and rates** (``config.schedule``, ``config.lr_grid``). With ``"cosine"`` every
+method runs a stated budget under a cosine decay of its rate to 0 (no plateau or unit stop): the
+streaming methods ``max_passes`` passes, GB :func:`gb_epochs_for_equal_units` epochs per stage
+(its total units closest to the ensembles'), each stage under its own cosine and keeping its
+best epoch on the validation split. With a grid, every method runs once per rate and reports the
+run with the lowest final validation loss (``lr``, ``val_loss``), and every candidate's
+(``lr_candidates``): the rate is chosen on validation data, the reported metric is the final
+test metric of that run.
+
 **Compute** (Hu et al. 2017, Sec. 6.2): 1 unit = one weak-learner prediction of one example, an
 update = 2. Streaming boosters and the wide net spend ``3N`` units per example, the base learner
 3, GB's stage ``i`` spends ``i + 3``. Every method is evaluated on the test set every ``K``
