@@ -115,32 +115,35 @@ def test_output_layer_size_names_the_last_module_with_parameters():
     assert output_layer_size([]) == 0
 
 
-def test_newton_targets_scale_the_output_layers_rate_by_the_ensembles_speed():
-    """Under Newton targets the default rule divides each learner's output-layer rate by
-    (N·η)^NEWTON_OUTPUT_POWER: the N output layers move the prediction together. Not with
-    gradient targets, an explicit rate, or in StagewiseGB (one learner trains at a time)."""
+def test_newton_targets_scale_linear_learners_rate_by_the_ensembles_speed():
+    """Under Newton targets the default rule divides the rate of linear learners (their only
+    layer with parameters is the output layer) by (N·η)^NEWTON_OUTPUT_POWER: N of them sum to
+    one linear model moved N·η times as fast. Deeper learners keep their rates, and nothing
+    changes with gradient targets, an explicit rate, or in StagewiseGB."""
+    from torch import nn
+
     from torchboost import StagewiseGB
     from torchboost.boosters.default_lr import NEWTON_OUTPUT_POWER
 
     scale = (20 * 0.5) ** -NEWTON_OUTPUT_POWER
-    net = lambda: TwoLayerNet(100, 8, 3)  # noqa: E731  (hidden fan-in 100, head fan-in 8)
-    loop = SGB(net, "softmax", n_outputs=3, n_learners=20, targets="newton", mode="loop")
-    rates = [(tuple(p.shape), g["lr"]) for g in loop.learners.optimizers[0].param_groups
-             for p in g["params"]]
-    assert rates == [((8, 100), pytest.approx(DEFAULT_LR * 64 / 100)),  # the fan-in rule
-                     ((8,), DEFAULT_LR),
-                     ((3, 8), pytest.approx(DEFAULT_LR * scale)),  # the output layer
-                     ((3,), pytest.approx(DEFAULT_LR * scale))]
-    assert loop.config()["lr_output_scale"] == pytest.approx(scale)
-    stacked = SGB(net, "softmax", n_outputs=3, n_learners=20, targets="newton")
-    assert sorted(g["lr"] for g in stacked.learners.optimizers[0].param_groups) == sorted(
-        {rate for _, rate in rates})
-    for other in (SGB(net, "softmax", n_outputs=3, n_learners=20),
-                  SGB(net, "softmax", n_outputs=3, n_learners=20, targets="newton",
+    linear = lambda: nn.Sequential(nn.Flatten(), nn.Linear(100, 3))  # noqa: E731
+    for mode in ("stacked", "loop"):
+        loop = SGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton", mode=mode)
+        rates = sorted(g["lr"] for g in loop.learners.optimizers[0].param_groups)
+        # the fan-in rule (weight: 64 / 100) times the ensemble's speed, the bias: the latter
+        assert rates == pytest.approx([DEFAULT_LR * 64 / 100 * scale, DEFAULT_LR * scale])
+        assert loop.config()["lr_output_scale"] == pytest.approx(scale)
+    deep = SGB(lambda: TwoLayerNet(100, 8, 3), "softmax", n_outputs=3, n_learners=20,
+               targets="newton", mode="loop")
+    assert [g["lr"] for g in deep.learners.optimizers[0].param_groups] == pytest.approx(
+        [DEFAULT_LR * 64 / 100, DEFAULT_LR])  # the fan-in rule alone
+    assert "lr_output_scale" not in deep.config()
+    for other in (SGB(linear, "softmax", n_outputs=3, n_learners=20),
+                  SGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton",
                       optimizer_kwargs={"lr": 0.01}),
-                  StagewiseGB(net, "softmax", n_outputs=3, n_learners=20, targets="newton")):
+                  StagewiseGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton")):
         assert "lr_output_scale" not in other.config()
-    small = SGB(net, "softmax", n_outputs=3, n_learners=2, targets="newton", step=0.5)
+    small = SGB(linear, "softmax", n_outputs=3, n_learners=2, targets="newton", step=0.5)
     assert "lr_output_scale" not in small.config()  # N·η = 1: nothing to slow down
 
 

@@ -56,8 +56,8 @@ class StagewiseGB(SGB):
             raise ValueError("StagewiseGB steps one learner at a time; build its WeakLearners "
                              "with mode='loop'")
         kwargs["mode"] = "loop"
-        # one learner trains at a time: its output layer moves the prediction by η·h alone,
-        # so the default rule's Newton scaling of SGB's output layers does not apply
+        # one learner trains at a time: it moves the prediction by η·h alone, so the default
+        # rule's Newton scaling of SGB's linear learners does not apply
         kwargs.setdefault("lr_output_scale", 1.0)
         if not isinstance(learners, WeakLearners):
             kwargs["optimizer_kwargs"] = _fused_by_default(

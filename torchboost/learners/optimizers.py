@@ -61,10 +61,10 @@ class OptimizerSpec:
     parameter groups with the same order of parameters; when no weight is that wide the
     optimizer is built exactly as without it.
 
-    ``output_scale`` (default 1: off) multiplies the rate of the learner's output layer (the
-    parameters of the last module that has any, :func:`output_layer_size`) on top of that:
-    N learners' output layers move the ensemble's prediction together, N·η times as fast as one
-    (:mod:`~torchboost.boosters.default_lr`).
+    ``output_scale`` (default 1: off) multiplies the rate of a learner whose only layer with
+    parameters is its output layer (:func:`output_layer_size`: a linear learner) on top of
+    that: N such learners sum to one linear model moved N·η times as fast as one
+    (:mod:`~torchboost.boosters.default_lr`); deeper learners keep their rates.
     """
 
     cls: type[torch.optim.Optimizer] = torch.optim.Adam
@@ -123,7 +123,8 @@ class OptimizerSpec:
                        output_params: int = 0) -> list[Tensor] | list[dict[str, Any]]:
         """``params`` as they are, or as groups of consecutive parameters sharing a learning
         rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners) and,
-        for the last ``output_params``, :attr:`output_scale`."""
+        when the last ``output_params`` are all of them (a linear learner),
+        :attr:`output_scale`."""
         lr = kwargs.get("lr", inspect.signature(self.cls.__init__).parameters.get("lr"))
         if isinstance(lr, inspect.Parameter):
             lr = lr.default
@@ -137,9 +138,8 @@ class OptimizerSpec:
                   if fan_in is not None and p.dim() - lead >= 2
                   and p.shape[lead + 1:].numel() > 0 else 1.0
                   for p in params]
-        first_output = len(params) - output_params
-        scales = [scale * (self.output_scale if i >= first_output else 1.0)
-                  for i, scale in enumerate(scales)]
+        if output_params == len(params):  # the output layer is the whole learner
+            scales = [scale * self.output_scale for scale in scales]
         if all(scale == 1.0 for scale in scales):
             return params
         groups: list[dict[str, Any]] = []

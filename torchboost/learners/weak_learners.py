@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from torchboost.distributed import Synchronizer
 from torchboost.learners.loop import LoopEngine
-from torchboost.learners.optimizers import OptimizerSpec
+from torchboost.learners.optimizers import OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
 
@@ -44,8 +44,9 @@ class WeakLearners(nn.Module):
             class; :mod:`~torchboost.learners.schedules`), called for every optimizer; each
             scheduler steps right after its optimizer's step has succeeded
             (:meth:`step_schedules`), once per round. ``None`` (default): constant rates.
-        lr_output_scale: multiplies the rate of each learner's output layer (the parameters of
-            its last module that has any; :class:`OptimizerSpec`'s ``output_scale``). Default 1.
+        lr_output_scale: multiplies the rate of learners whose only layer with parameters is
+            their output layer (linear learners; :class:`OptimizerSpec`'s ``output_scale``).
+            Default 1.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
@@ -76,6 +77,10 @@ class WeakLearners(nn.Module):
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
+        names = [name for name, _ in modules[0].named_parameters()]
+        #: whether the learners' only layer with parameters is their output layer (linear
+        #: learners: :class:`OptimizerSpec`'s ``output_scale`` applies)
+        self.single_layer = bool(names) and output_layer_size(names) == len(names)
         spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}), lr_fan_in,
                              float(lr_output_scale))
         if mode not in ("auto", "stacked", "loop"):
