@@ -57,7 +57,8 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
     ``--schedule cosine`` (the default) every method runs ``--passes`` passes (MNIST
     ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation split."""
     regression = {"batch_size": 64}
-    scheduled: dict = {"schedule": args.schedule, "eval_points": 20}
+    scheduled: dict = {"schedule": args.schedule, "eval_points": 20,
+                       "lr_fan_in": args.lr_fan_in}
     if args.schedule == "cosine":
         scheduled.update(lr_grid=list(args.lr_grid), max_passes=args.passes)
     runs: list[tuple[str, str | None, dict]] = [
@@ -128,6 +129,9 @@ def main() -> None:
     parser.add_argument("--lr-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2],
                         help="learning rates tried for every method (cosine)")
     parser.add_argument("--passes", type=int, default=20, help="passes under cosine")
+    parser.add_argument("--lr-fan-in", type=float, default=None,
+                        help="scale every method's rate for weights wider than this fan-in "
+                             "(the library's default rule uses 64; default: one rate)")
     parser.add_argument("--mnist-passes", type=int, default=10, help="MNIST's passes (cosine)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {OUT}, with --quick its quick/ folder)")

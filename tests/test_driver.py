@@ -226,3 +226,17 @@ def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_pa
         ExperimentConfig(schedule="step")
     with pytest.raises(ValueError, match="lr_grid"):
         ExperimentConfig(lr_grid=[])
+
+
+def test_driver_lr_fan_in_gives_every_method_the_fan_in_rule():
+    """``lr_fan_in``: weights wider than it get the rate times lr_fan_in / fan_in in every
+    method (the library's default rule), the wide net's 40-unit hidden layer included."""
+    config = ExperimentConfig(name="fan", dataset="synthetic", n_learners=4, lr=0.02,
+                              learner=LearnerConfig(hidden=10), lr_fan_in=8.0)
+    boosters = make_boosters(config, prepare_data(config, synthetic_regression(n=200, d=5)))
+    for name, booster in boosters.items():
+        rates = sorted({g["lr"] for opt in booster.learners.optimizers
+                        for g in opt.param_groups})
+        widest = 40 if name == "wide" else 10  # the output layer's fan-in (d = 5 < 8)
+        assert rates == pytest.approx([0.02 * 8 / widest, 0.02]), name
+    assert ExperimentConfig.from_dict(config.to_dict()).lr_fan_in == 8.0

@@ -118,7 +118,9 @@ class ExperimentConfig:
 
     ``lr_grid``: learning rates to try for every method (``None``: only ``lr``); each method
     reports the run whose final validation loss is lowest, and every candidate's final
-    validation loss and test metric.
+    validation loss and test metric. ``lr_fan_in``: every method's weights wider than this
+    fan-in get the rate times ``lr_fan_in / fan_in`` (the library's default rule,
+    :class:`~torchboost.learners.OptimizerSpec`; ``None``: one rate for every parameter).
 
     ``rounds_per_step``: the streaming methods learn this many rounds (batches) per Lightning
     step, through :class:`~torchboost.data.BatchGroups`. GB trains in a plain loop, so with one
@@ -151,6 +153,7 @@ class ExperimentConfig:
     rounds_per_step: int = 1
     schedule: str = "constant"
     lr_grid: list[float] | None = None
+    lr_fan_in: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:

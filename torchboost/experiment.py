@@ -150,7 +150,8 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     wide_factory = config.learner.widened(n).factory(data.dataset, config.n_outputs)
     schedules = schedules or {}
     common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
-                              "optimizer_kwargs": {"lr": config.lr if lr is None else lr}}
+                              "optimizer_kwargs": {"lr": config.lr if lr is None else lr},
+                              "lr_fan_in": config.lr_fan_in}
     # the data are standardised above, as for the single learners: the boosters take them as
     # given (the paper's Alg. 1), not through their own running statistics
     boosted = {**common, "standardize": False}
