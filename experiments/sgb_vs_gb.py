@@ -77,7 +77,13 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
     found = [ExperimentConfig.for_dataset(dataset, path, **{**scheduled, **settings,
                                                             **(quick if args.quick else {})})
              for dataset, path, settings in runs]
-    return [c for c in found if not args.datasets or c.name in args.datasets]
+    chosen = [c for c in found if not args.datasets or c.name in args.datasets]
+    for config in chosen:
+        if args.methods:
+            config.methods = list(args.methods)
+        if args.suffix:
+            config.name += args.suffix
+    return chosen
 
 
 def table_row(name: str, results: dict) -> dict:
@@ -129,6 +135,9 @@ def main() -> None:
     parser.add_argument("--lr-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2],
                         help="learning rates tried for every method (cosine)")
     parser.add_argument("--passes", type=int, default=20, help="passes under cosine")
+    parser.add_argument("--methods", nargs="*", help="the methods to run (default: all)")
+    parser.add_argument("--suffix", default="",
+                        help="appended to each run's name (its folder and table row)")
     parser.add_argument("--lr-fan-in", type=float, default=None,
                         help="scale every method's rate for weights wider than this fan-in "
                              "(the library's default rule uses 64; default: one rate)")
