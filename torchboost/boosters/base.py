@@ -588,8 +588,8 @@ class Booster(nn.Module, ABC):
         }
         if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
             out["lr_fan_in"] = spec.lr_fan_in
-        if spec.output_scale != 1.0 and getattr(self.learners, "single_layer", False):
-            out["lr_output_scale"] = spec.output_scale  # only where it changes a rate
+        if spec.output_scale != 1.0:  # only where it changes a rate (linear learners)
+            out["lr_output_scale"] = spec.output_scale
         schedule = describe_schedulers(self.learners.schedulers)
         if schedule is not None:  # absent without one (states saved before schedules)
             out["lr_scheduler"] = schedule

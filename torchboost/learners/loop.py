@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from torchboost.learners.optimizers import OptimizerSpec, output_layer_size
+from torchboost.learners.optimizers import OptimizerSpec
 
 __all__ = ["LoopEngine"]
 
@@ -23,8 +23,7 @@ class LoopEngine(nn.Module):
     def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> None:
         super().__init__()
         self.modules_ = nn.ModuleList(modules)
-        self.optimizers = [optimizer.build(m.parameters(), output_params=output_layer_size(
-            [name for name, _ in m.named_parameters()])) for m in self.modules_]
+        self.optimizers = [optimizer.build(m.parameters()) for m in self.modules_]
 
     def __len__(self) -> int:
         return len(self.modules_)

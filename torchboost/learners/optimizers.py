@@ -61,10 +61,11 @@ class OptimizerSpec:
     parameter groups with the same order of parameters; when no weight is that wide the
     optimizer is built exactly as without it.
 
-    ``output_scale`` (default 1: off) multiplies the rate of a learner whose only layer with
-    parameters is its output layer (:func:`output_layer_size`: a linear learner) on top of
-    that: N such learners sum to one linear model moved N·η times as fast as one
-    (:mod:`~torchboost.boosters.default_lr`); deeper learners keep their rates.
+    ``output_scale`` (default 1: off) multiplies every rate on top of that.
+    :class:`~torchboost.learners.WeakLearners` sets it only for learners whose only layer with
+    parameters is their output layer (:func:`output_layer_size`: linear learners), where N of
+    them sum to one linear model moved N·η times as fast as one
+    (:mod:`~torchboost.boosters.default_lr`).
     """
 
     cls: type[torch.optim.Optimizer] = torch.optim.Adam
@@ -99,17 +100,16 @@ class OptimizerSpec:
         return self.cls in ELEMENTWISE_OPTIMIZERS or self.cls in PER_LEARNER_OPTIMIZERS
 
     def build(self, params: Iterable[Tensor], multi_tensor: bool = False,
-              stacked: bool = False, output_params: int = 0) -> torch.optim.Optimizer:
+              stacked: bool = False) -> torch.optim.Optimizer:
         """Instantiate over ``params``. ``multi_tensor`` asks for the fused kernel where torch has
         one for this class (Adam, AdamW, SGD, Adagrad) and for the foreach implementation
         otherwise, unless the caller chose ``fused``/``foreach`` in the kwargs. ``stacked``: the
         parameters are N learners stacked along dim 0 (passed on to the per-learner optimizers
-        of :data:`PER_LEARNER_OPTIMIZERS`). ``output_params``: how many of the last ``params``
-        form the output layer (:attr:`output_scale`)."""
+        of :data:`PER_LEARNER_OPTIMIZERS`)."""
         kwargs = dict(self.kwargs)
         if stacked and self.cls in PER_LEARNER_OPTIMIZERS:
             kwargs["stacked"] = True
-        params = self._fan_in_groups(list(params), stacked, kwargs, output_params)
+        params = self._fan_in_groups(list(params), stacked, kwargs)
         accepted = inspect.signature(self.cls.__init__).parameters
         if multi_tensor and "fused" not in kwargs and "foreach" not in kwargs:
             if self.cls in FUSED_OPTIMIZERS:
@@ -119,12 +119,11 @@ class OptimizerSpec:
         return self.cls(params, **kwargs)
 
 
-    def _fan_in_groups(self, params: list[Tensor], stacked: bool, kwargs: dict[str, Any],
-                       output_params: int = 0) -> list[Tensor] | list[dict[str, Any]]:
+    def _fan_in_groups(self, params: list[Tensor], stacked: bool,
+                       kwargs: dict[str, Any]) -> list[Tensor] | list[dict[str, Any]]:
         """``params`` as they are, or as groups of consecutive parameters sharing a learning
-        rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners) and,
-        when the last ``output_params`` are all of them (a linear learner),
-        :attr:`output_scale`."""
+        rate scaled by :attr:`lr_fan_in` (dim 0 of a stacked parameter indexes learners) and
+        by :attr:`output_scale`."""
         lr = kwargs.get("lr", inspect.signature(self.cls.__init__).parameters.get("lr"))
         if isinstance(lr, inspect.Parameter):
             lr = lr.default
@@ -134,12 +133,10 @@ class OptimizerSpec:
             return params
         lead = 1 if stacked else 0
         fan_in = self.lr_fan_in
-        scales = [min(1.0, fan_in / math.prod(p.shape[lead + 1:]))
-                  if fan_in is not None and p.dim() - lead >= 2
-                  and p.shape[lead + 1:].numel() > 0 else 1.0
+        scales = [self.output_scale * (min(1.0, fan_in / math.prod(p.shape[lead + 1:]))
+                                       if fan_in is not None and p.dim() - lead >= 2
+                                       and p.shape[lead + 1:].numel() > 0 else 1.0)
                   for p in params]
-        if output_params == len(params):  # the output layer is the whole learner
-            scales = [scale * self.output_scale for scale in scales]
         if all(scale == 1.0 for scale in scales):
             return params
         groups: list[dict[str, Any]] = []

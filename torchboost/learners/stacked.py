@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from torchboost.learners.optimizers import OptimizerSpec, output_layer_size
+from torchboost.learners.optimizers import OptimizerSpec
 from torchboost.learners.stacked_sequential import (
     hidden_major,
     hidden_major_prefix,
@@ -93,8 +93,7 @@ class StackedEngine(nn.Module):
         for n in self._buffer_names:
             self.register_buffer("buffer__" + _key(n), buffers[n].clone())
         self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True,
-                                          stacked=True,
-                                          output_params=output_layer_size(self._param_names))]
+                                          stacked=True)]
         #: whether the stacked forward (and with it its backward) runs through ``torch.compile``
         self.compile_forward = compile
         self._compiled: Callable[..., Tensor] | None = None

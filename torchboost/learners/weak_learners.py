@@ -78,9 +78,8 @@ class WeakLearners(nn.Module):
         super().__init__()
         modules = _build_modules(learners, n_learners)
         names = [name for name, _ in modules[0].named_parameters()]
-        #: whether the learners' only layer with parameters is their output layer (linear
-        #: learners: :class:`OptimizerSpec`'s ``output_scale`` applies)
-        self.single_layer = bool(names) and output_layer_size(names) == len(names)
+        if not (names and output_layer_size(names) == len(names)):
+            lr_output_scale = 1.0  # not a linear learner: its output layer is not all of it
         spec = OptimizerSpec(optimizer, dict(optimizer_kwargs or {}), lr_fan_in,
                              float(lr_output_scale))
         if mode not in ("auto", "stacked", "loop"):
