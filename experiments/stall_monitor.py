@@ -1,7 +1,7 @@
 """False alarms and detections of the stall monitor (``BoostingStallWarning``) on the
 repository's streams.
 
-    OMP_NUM_THREADS=1 python experiments/stall_monitor.py      # ~15 min on one core
+    OMP_NUM_THREADS=1 python experiments/stall_monitor.py      # ~1 min on one core
 
 Every stream (training rows capped at ``--max-train``) is streamed for three seeded passes by
 **default** boosters, as a new user builds them: ``SGB(TwoLayerNet(d, 10), n_learners=16)``
@@ -12,8 +12,10 @@ The **must-warn** runs break SGB on purpose: learners that never move (rate 0), 
 30 times the default, a learning rate 1e-6.
 
 Each run records the progressive losses of every anytime prediction and of the best constant
-over windows of 500 examples (after a 500-example warm-up), so that any rule of the monitor's
-form (warm-up, window, tolerance, windows in a row) is judged offline on the same runs. The
+over windows of 500 examples (after a 500-example warm-up), and how far the learners' trainable
+parameters have moved since the library's warm-up (``learners_still``), so that any rule of the
+monitor's form (warm-up, window, tolerance, windows in a row) is judged offline on the same
+runs. The
 monitor's settings are chosen here: ``--window`` examples per window, ``--tolerance`` (the
 relative margin by which a shorter ensemble must beat the full one). Writes
 ``experiments/results/stall_monitor/results.json``: the windows of every run, and the false
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
 
 from torchboost import SGB, ConvNet, SingleLearner, TwoLayerNet
-from torchboost.boosters.stall import StallMonitor
+from torchboost.boosters.stall import DEFAULT_WINDOW, STILL_TOLERANCE, StallMonitor
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "stall_monitor"
@@ -66,15 +68,22 @@ class _Recorder(StallMonitor):
         super().__init__(*args, **kwargs)
         self.windows: list[dict[str, Any]] = []
         self.seen_at_pass: list[int] = []
+        self.theta0: torch.Tensor | None = None  # the learners at the library's warm-up's end
 
-    def update(self, partials, z, sync=None, batch=None):  # type: ignore[override]
+    def update(self, partials, z, sync=None, batch=None, parameters=None):  # type: ignore[override]
         out = super().update(partials, z, sync, batch)
+        if self.theta0 is None and self.seen >= DEFAULT_WINDOW and parameters is not None:
+            self.theta0 = self._flat(parameters)
         if self.in_window == 0 and self.last_window and (
                 not self.windows or self.windows[-1]["seen"] != self.seen):
+            movement = (None if self.theta0 is None else _short(
+                float((self._flat(parameters) - self.theta0).norm())
+                / max(float(self.theta0.norm()), 1e-12)))
             self.windows.append({"seen": self.seen,
                                  "anytime": [_short(v) for v in
                                              self.last_window["anytime"].tolist()],
-                                 "constant": _short(float(self.last_window["constant"]))})
+                                 "constant": _short(float(self.last_window["constant"])),
+                                 "movement": movement})
         return out
 
 
@@ -128,7 +137,8 @@ def fires(record: dict[str, Any], window: int, tolerance: float, progress: bool,
     k = window // FINE
     fine = [w for w in record["windows"] if w["seen"] <= until]
     groups = [fine[i:i + k] for i in range(k - 1, len(fine) - k + 1, k)]  # skip the warm-up
-    last: tuple[bool, bool, float] = (False, False, float("inf"))
+    last: tuple[bool, bool, float, bool] = (False, False, float("inf"), False)
+    moved = False
     for group in groups:
         if len(group) < k:
             break
@@ -136,11 +146,16 @@ def fires(record: dict[str, Any], window: int, tolerance: float, progress: bool,
         constant = sum(w["constant"] for w in group) / k
         final = float(anytime[-1])
         ratio = final / constant
-        now = (final >= constant, float(anytime[:-1].min()) < (1 - tolerance) * final, ratio)
+        movement = group[-1].get("movement")  # since the warm-up (absent in older records)
+        moved = moved or movement is None or movement >= STILL_TOLERANCE
+        now = (final >= constant, float(anytime[:-1].min()) < (1 - tolerance) * final, ratio,
+               not moved)
         if now[0] and last[0] and not (progress and ratio < last[2]):
             return "not_beating_constant"
         if now[1] and last[1]:
             return "learners_hurt"
+        if now[3] and last[3]:
+            return "learners_still"
         last = now
     return None
 

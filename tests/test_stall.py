@@ -42,7 +42,8 @@ def test_window_sums_by_hand():
     assert monitor.last_window["anytime"].tolist() == pytest.approx([2.5, 0.5, 2.5])
     assert float(monitor.last_window["constant"]) == pytest.approx(0.5)
     assert all(monitor.update(partials, z) == [] for _ in range(4))  # once each
-    assert monitor.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0}
+    assert monitor.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0,
+                               "learners_still": 0.0}
 
 
 def test_a_slow_start_and_a_small_gap_do_not_warn():
@@ -55,7 +56,8 @@ def test_a_slow_start_and_a_small_gap_do_not_warn():
     # y^0 = y^1 = (0, 5): ½(1 + 4)/2 = 1.25; then (0, 4.5): ½(1 + 2.25)/2 = 0.8125, better
     for last in (5.0, 4.5):
         assert monitor.update(torch.tensor([[0.0, last]] * 2).unsqueeze(-1), z) == []
-    assert monitor.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0}
+    assert monitor.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0,
+                               "learners_still": 0.0}
     stalled = monitor.update(torch.tensor([[0.0, 4.5]] * 2).unsqueeze(-1), z)
     assert stalled == ["not_beating_constant"]
 
@@ -100,7 +102,8 @@ def test_overshooting_learners_are_flagged():
     text = str(caught[0].message)
     assert "no better than the best constant" in text and "step η=1.9" in text
     # the second learner's partial sum beats y^N by far more than ½: flagged too
-    assert booster.stall.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0}
+    assert booster.stall.flags() == {"not_beating_constant": 1.0, "learners_hurt": 1.0,
+                                     "learners_still": 0.0}
     anytime = booster.stall.last_window["anytime"]
     assert float(anytime[:-1].min()) < 0.5 * float(anytime[-1])
 
@@ -115,7 +118,8 @@ def test_a_learning_booster_does_not_warn():
     assert float(anytime[-1]) < 0.8 * float(booster.stall.last_window["constant"])
     assert anytime.tolist() == sorted(anytime.tolist(), reverse=True)
     assert all(not math.isnan(v) for v in anytime.tolist())
-    assert booster.stall.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0}
+    assert booster.stall.flags() == {"not_beating_constant": 0.0, "learners_hurt": 0.0,
+                                     "learners_still": 0.0}
 
 
 def test_stall_window_none_switches_the_monitor_off():
@@ -166,3 +170,100 @@ def test_multiclass_boosters_are_monitored_on_their_error_rate():
     assert stream(learning, x=x, y=y) == []
     errors = learning.stall.last_window
     assert float(errors["anytime"][-1]) < 0.6 * float(errors["constant"])
+
+
+def test_learners_still_by_hand():
+    """θ₀ is read at the end of the warm-up; a window in which θ moved by less than
+    STILL_TOLERANCE of ‖θ₀‖ since then is seen, two in a row warn; once θ has moved by more,
+    the check is over and θ₀ is freed."""
+    from torchboost.boosters.stall import STILL_TOLERANCE
+
+    theta = torch.nn.Parameter(torch.tensor([3.0, 4.0]))  # ‖θ₀‖ = 5
+    z = torch.tensor([[1.0], [3.0]])
+    good = torch.tensor([[2.0, 2.0], [1.0, 3.0]]).unsqueeze(-1)  # y^1 = the labels: learning
+    monitor = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
+    assert monitor.update(good, z, parameters=lambda: [theta]) == []  # warm-up: θ₀ = (3, 4)
+    assert torch.equal(monitor.reference, torch.tensor([3.0, 4.0], dtype=torch.float64))
+    with torch.no_grad():
+        theta[0] += 0.5 * STILL_TOLERANCE * 5  # moved by ½ the tolerance
+    assert monitor.update(good, z, parameters=lambda: [theta]) == []  # seen once
+    assert monitor.movement == pytest.approx(0.5 * STILL_TOLERANCE, rel=1e-4)  # float32 θ
+    assert monitor.update(good, z, parameters=lambda: [theta]) == ["learners_still"]
+    message = monitor.message("learners_still", "now lr=1e-06")
+    assert "moved by 0.0005 of their norm" in message and "requires_grad=True" in message
+    with torch.no_grad():
+        theta[0] += STILL_TOLERANCE * 5  # now 1.5 tolerances from θ₀: moved, for good
+    assert monitor.update(good, z, parameters=lambda: [theta]) == []
+    assert monitor.moved and monitor.reference is None
+    assert monitor.movement == pytest.approx(1.5 * STILL_TOLERANCE, rel=1e-4)
+    frozen = torch.nn.Parameter(torch.ones(2), requires_grad=False)  # not counted
+    fresh = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)
+    fresh.update(good, z, parameters=lambda: [frozen, theta])
+    assert fresh.reference.numel() == 2
+
+
+def test_learners_that_never_move_warn_even_when_they_beat_the_constant():
+    """Fixed learners that happen to explain part of the labels (as random nets of ABALONE's
+    size features do) beat the constant: only their parameters show they do not learn. A rate
+    of 1e-6 is caught the same way; the default rate, or a trainable head on a frozen body, is
+    not."""
+
+    def fixed() -> torch.nn.Module:  # h = −0.3 · x_0, so y^k = y^{k−1} − η h moves toward x_0
+        layer = torch.nn.Linear(5, 1)
+        with torch.no_grad():
+            layer.weight.copy_(torch.tensor([[-0.3, 0, 0, 0, 0]]))
+            layer.bias.zero_()
+        return layer
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8000, 5, generator=g)
+    y = x[:, :1] + 0.3 * torch.randn(8000, 1, generator=g)
+    for rate in (0.0, 1e-6):
+        booster = SGB(fixed, n_learners=2, step=0.5, stall_window=2000,
+                      optimizer_kwargs={"lr": rate})
+        caught = stream(booster, x=x, y=y)
+        assert len(caught) == 1, rate
+        assert "learners' trainable parameters moved by" in str(caught[0].message)
+        flags = booster.stall.flags()
+        assert flags["learners_still"] == 1.0 and flags["not_beating_constant"] == 0.0
+        assert booster.stall.movement == 0.0 if rate == 0.0 else 0 < booster.stall.movement < 1e-3
+        anytime = booster.stall.last_window["anytime"]  # y^2 beats the constant by half
+        assert float(anytime[-1]) < 0.6 * float(booster.stall.last_window["constant"])
+    torch.manual_seed(0)
+    learning = SGB(fixed, n_learners=2, step=0.5, stall_window=2000)
+    assert stream(learning, x=x, y=y) == []
+    assert learning.stall.moved and learning.stall.reference is None
+
+    def frozen_body() -> torch.nn.Module:
+        body = torch.nn.Linear(5, 64)
+        body.requires_grad_(False)
+        return torch.nn.Sequential(body, torch.nn.Tanh(), torch.nn.Linear(64, 1))
+
+    torch.manual_seed(0)
+    head_only = SGB(frozen_body, n_learners=2, step=0.5, stall_window=2000)
+    assert stream(head_only, x=x, y=y) == [] and head_only.stall.moved
+
+
+def test_the_still_check_resumes_exactly_and_older_states_load():
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500,
+                  optimizer_kwargs={"lr": 0.0})
+    stream(booster, x=X[:2000], y=Y[:2000])  # past the warm-up: θ₀ is held
+    state = booster.state_dict()
+    copy = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500,
+               optimizer_kwargs={"lr": 0.0})
+    copy.load_state_dict(state)
+    assert torch.equal(copy.stall.reference, booster.stall.reference)
+    assert len(stream(copy, x=X[2000:], y=Y[2000:])) == 1
+    assert copy.stall.flags()["learners_still"] == 1.0
+    # a state saved with two symptoms: the third unseen, and no check (θ₀ unknown)
+    old = dict(state)
+    for name in ("stall.flagged", "stall.last_seen"):
+        old[name] = old[name][:2]
+    old["stall._extra_state"] = {k: v for k, v in old["stall._extra_state"].items()
+                                 if k not in ("moved", "reference", "movement")}
+    older = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=1500,
+                optimizer_kwargs={"lr": 0.0})
+    older.load_state_dict(old)
+    assert older.stall.moved and older.stall.reference is None
+    assert older.stall.flags()["learners_still"] == 0.0

@@ -285,7 +285,8 @@ class Booster(nn.Module, ABC):
             self.standardizer.commit()
         self._set_plain(_round_labels=labels)
         if self.stall is not None:
-            symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size)
+            symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size,
+                                         self.learners.parameters)
             if symptoms:  # the hint reads the steps: only for a warning
                 self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)

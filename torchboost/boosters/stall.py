@@ -14,7 +14,13 @@ squared loss, the class frequencies for softmax). At the end of each window it c
   diverge;
 * ``learners_hurt`` — some shorter ensemble ``y^k``, ``k < N``, had less than half the loss of
   ``y^N`` (``tolerance = 0.5``): the later learners make the prediction much worse (step ``η``
-  or learning rate far too large).
+  or learning rate far too large);
+* ``learners_still`` — the learners' trainable parameters moved by less than
+  :data:`STILL_TOLERANCE` of their norm since the end of the warm-up: they are frozen or their
+  learning rate is zero or far too small. Fixed random learners can beat the constant (on
+  ABALONE every random net of the size features does, by 8 %), so a monitor of the loss alone
+  cannot tell them from learning ones; their parameters can. The check ends (and its copy of the
+  parameters is freed) as soon as they have moved.
 
 A symptom seen in two consecutive windows (one bad window early in training is common and
 passes) raises one :class:`BoostingStallWarning` per booster, whatever it saw, with the numbers
@@ -25,8 +31,7 @@ data-parallel the sums are all-reduced, so every replica judges the global batch
 **Measured** (``experiments/stall_monitor.py``, ``experiments/results/stall_monitor``): with
 these settings the default boosters of the README on the repository's seven streams, three
 seeds, one pass and three, raise no warning; the broken ones (learners that never move, a
-learning rate of 1e-6, a step 30 times the default) warn, except where fixed random learners
-happen to beat the constant (ABALONE), which a monitor of the loss cannot tell from learning.
+learning rate of 1e-6, a step 30 times the default) warn, once.
 Tighter margins (the 1 % of earlier versions, and windows of 5000) warned on most healthy runs:
 shorter ensembles often beat ``y^N`` by a few percent on a progressive loss without anything to
 fix.
@@ -39,6 +44,7 @@ loss's scale.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -46,10 +52,16 @@ from torch import Tensor, nn
 from torchboost.distributed import Synchronizer
 from torchboost.losses import Loss
 
-__all__ = ["DEFAULT_WINDOW", "SYMPTOMS", "BoostingStallWarning", "StallMonitor"]
+__all__ = ["DEFAULT_WINDOW", "STILL_TOLERANCE", "SYMPTOMS", "BoostingStallWarning",
+           "StallMonitor"]
 
 #: What :class:`StallMonitor` detects.
-SYMPTOMS = ("not_beating_constant", "learners_hurt")
+SYMPTOMS = ("not_beating_constant", "learners_hurt", "learners_still")
+
+#: ``learners_still``: the largest movement ``‖θ − θ₀‖ / ‖θ₀‖`` of the learners' trainable
+#: parameters since the end of the warm-up that still counts as not moving. Adam at 1e-6 moves
+#: a 10-unit net by about 1e-4 in 4000 examples, at the default rate by more than 0.1.
+STILL_TOLERANCE = 1e-3
 
 #: Examples of the warm-up and of each window by default.
 DEFAULT_WINDOW = 2000
@@ -107,14 +119,23 @@ class StallMonitor(nn.Module):
         self.warned = False
         #: the mean losses of the last complete window: ``y^0..y^N`` and the best constant
         self.last_window: dict[str, Tensor] = {}
+        #: the learners' trainable parameters at the end of the warm-up, flattened, until they
+        #: have moved (``learners_still``); ``moved``: they have, and the check is over
+        self.reference: Tensor | None = None
+        self.moved = False
+        #: ``‖θ − θ₀‖ / ‖θ₀‖`` at the end of the last window that checked it (``None`` before)
+        self.movement: float | None = None
 
     @torch.no_grad()
     def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None,
-               batch: int | None = None) -> list[str]:
+               batch: int | None = None,
+               parameters: Callable[[], Iterable[Tensor]] | None = None) -> list[str]:
         """Add a round's partial sums ``(N + 1, B, m)`` before the update and its encoded labels
         (summed over the replicas' shards with ``sync``; ``batch`` is then the global batch
         size); at the end of a window, return the symptoms seen for the first time (else
-        ``[]``)."""
+        ``[]``). ``parameters`` returns the learners' parameters (read at the end of the
+        warm-up and of each window, for ``learners_still``; without it that symptom is never
+        seen)."""
         first = self.seen < self.window  # the warm-up: the label statistics only
         sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0)]
         if not first:
@@ -131,6 +152,8 @@ class StallMonitor(nn.Module):
             self.partial_loss.add_(sums[1])
             self.constant_loss.add_(sums[2])
             self.in_window += batch
+        elif self.seen >= self.window and parameters is not None and not self.moved:
+            self.reference = self._flat(parameters)  # the warm-up's end: θ₀
         if self.in_window < self.window:
             return []
         partial, constant = self.partial_loss / self.in_window, self.constant_loss / self.in_window
@@ -138,8 +161,8 @@ class StallMonitor(nn.Module):
         final = float(partial[-1])
         ratio = final / max(float(constant), 1e-300)
         seen = torch.tensor([final >= float(constant),
-                             float(partial[:-1].min()) < (1.0 - self.tolerance) * final],
-                            device=self.flagged.device)
+                             float(partial[:-1].min()) < (1.0 - self.tolerance) * final,
+                             self._still(parameters)], device=self.flagged.device)
         confirmed = seen & self.last_seen
         if ratio < self.last_ratio:  # behind the constant, but better than before: a slow start
             confirmed[0] = False
@@ -151,6 +174,25 @@ class StallMonitor(nn.Module):
         self.in_window = 0
         return new
 
+    @staticmethod
+    def _flat(parameters: Callable[[], Iterable[Tensor]]) -> Tensor:
+        """The trainable ones of ``parameters()``, flattened into one float64 copy."""
+        trainable = [p.detach().reshape(-1).double() for p in parameters() if p.requires_grad]
+        return torch.cat(trainable) if trainable else torch.zeros(1, dtype=torch.float64)
+
+    def _still(self, parameters: Callable[[], Iterable[Tensor]] | None) -> bool:
+        """Whether the learners' trainable parameters moved by less than
+        :data:`STILL_TOLERANCE` of their norm since the warm-up; once they have moved, never
+        again (and θ₀ is freed)."""
+        if parameters is None or self.moved or self.reference is None:
+            return False
+        now = self._flat(parameters)
+        scale = max(float(self.reference.norm()), 1e-12)
+        self.movement = float((now - self.reference).norm()) / scale
+        if self.movement >= STILL_TOLERANCE:
+            self.moved, self.reference = True, None
+        return not self.moved
+
     def _values(self, scores: Tensor, z: Tensor) -> Tensor:
         """Per-example loss of ``scores (..., B, m)``, or with ``metric="error"`` whether their
         ``argmax`` misses the label."""
@@ -160,12 +202,28 @@ class StallMonitor(nn.Module):
 
     def get_extra_state(self) -> dict[str, object]:
         return {"seen": self.seen, "in_window": self.in_window, "last_ratio": self.last_ratio,
-                "warned": self.warned}
+                "warned": self.warned, "moved": self.moved, "reference": self.reference,
+                "movement": self.movement}
 
     def set_extra_state(self, state: dict[str, object]) -> None:
         self.seen, self.in_window = int(state["seen"]), int(state["in_window"])
         self.last_ratio = float(state.get("last_ratio", float("inf")))
         self.warned = bool(state.get("warned", bool(self.flagged.any())))
+        # saved before ``learners_still``: the learners count as having moved (no check)
+        self.moved = bool(state.get("moved", True))
+        reference = state.get("reference")
+        self.reference = None if reference is None else torch.as_tensor(reference).clone()
+        movement = state.get("movement")
+        self.movement = None if movement is None else float(movement)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str,
+                              *args: object) -> None:
+        for name in ("flagged", "last_seen"):  # saved with fewer symptoms: the new ones unseen
+            saved = state_dict.get(prefix + name)
+            if saved is not None and saved.numel() < len(SYMPTOMS):
+                state_dict[prefix + name] = torch.cat(
+                    [saved, saved.new_zeros(len(SYMPTOMS) - saved.numel())])
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def flags(self) -> dict[str, float]:
         """``{symptom: 1.0 or 0.0}``: whether each symptom has been seen."""
@@ -177,6 +235,11 @@ class StallMonitor(nn.Module):
         booster's current learning rate and step)."""
         anytime, constant = self.last_window["anytime"], float(self.last_window["constant"])
         final = float(anytime[-1])
+        if symptom == "learners_still":
+            return (f"since the first {self.window} examples the learners' trainable parameters "
+                    f"moved by {self.movement:.2g} of their norm: they do not learn (frozen "
+                    f"parameters, or a zero or far too small learning rate). Unfreeze them "
+                    f"(requires_grad=True) or raise the learning rate ({hint})")
         if symptom == "not_beating_constant":
             return (f"over the last {self.window} examples the booster's progressive "
                     f"{self.metric} {final:.4g} is no better than the best constant prediction's "

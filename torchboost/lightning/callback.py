@@ -51,7 +51,8 @@ class StreamingCallback(pl.Callback):
       for OGB, ``learners/sigma`` — one histogram over the ``N`` learners each (flat scalars
       ``learners/<name>/learner_<i>`` for loggers other than TensorBoard); see
       :func:`~torchboost.lightning.learner_values`;
-    * ``stall/not_beating_constant``, ``stall/learners_hurt`` — 1 once the booster's
+    * ``stall/not_beating_constant``, ``stall/learners_hurt``, ``stall/learners_still`` — 1
+      once the booster's
       :class:`~torchboost.boosters.stall.StallMonitor` has seen the symptom.
 
     At the end it also logs the anytime curve, ``anytime/loss`` (and ``anytime/error``) of the

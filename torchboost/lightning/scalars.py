@@ -19,7 +19,7 @@ quantity. The sections (:data:`SECTIONS`) and their x-axes:
                     ``anytime/curve`` (Images tab)
 ``final/``          the run's final metrics, shown with its configuration in the HParams tab
 ``stall/``          1 once the booster's stall monitor saw a symptom (``not_beating_constant``,
-                    ``learners_hurt``); step = compute units
+                    ``learners_hurt``, ``learners_still``); step = compute units
 ``stagewise/``      stagewise GB's ``stage`` (the learner in training); step = compute units
 ==================  ==========================================================================
 
