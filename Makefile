@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test demo lint bench clean
+.PHONY: venv test demo lint docs bench clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,9 @@ demo: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d build/site
 
 bench: venv
 	$(PY) benchmarks/throughput.py

@@ -6,7 +6,7 @@ set follow the SGB paper's Sec. 6.2 (two-layer nets; 1 hidden unit for ABALONE/A
 YEAR/SLICE with leaky ReLU on SLICE, a 5×5 stride-2 convolution with 5 channels for MNIST;
 sigmoid elsewhere; Adam).
 
-Example:
+Examples:
     >>> cfg = ExperimentConfig.for_dataset("abalone")
     >>> cfg.loss, cfg.learner.hidden, cfg.n_learners
     ('squared', 1, 16)

@@ -23,7 +23,7 @@ overflows once ``½(y − z)²`` itself exceeds the float range; its gradient ``
 Squared loss is ``½‖y − z‖²`` (gradient ``y − z``), so its OGB constants are half of the table's
 ``p = 2`` row: ``L_b = b + 1``, ``β_b = 1``, ``ε_b = max(1 − b, 0)``.
 
-Example:
+Examples:
     >>> import torch
     >>> from torchboost.losses import get_loss
     >>> loss = get_loss("squared")

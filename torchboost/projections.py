@@ -3,7 +3,7 @@
 ``Π_Y`` of the residual-projection SGB (Hu et al. 2017, Alg. 2 line 6) and ``Π_B`` of OGB
 (Beygelzimer et al. 2015, Alg. 1 line 8). Both act on the last dimension of ``(..., m)`` tensors.
 
-Example:
+Examples:
     >>> import torch
     >>> Ball(1.0)(torch.tensor([[3.0, 4.0]])).tolist()
     [[0.6000000238418579, 0.800000011920929]]

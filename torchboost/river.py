@@ -29,7 +29,7 @@ river stream has no known end, so ``lr_schedule`` is ``"constant"`` (default) or
 Newton targets, as the README recommends (``booster_kwargs={"targets": "gradient"}``: the
 paper's).
 
-Example:
+Examples:
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from torchboost.river import SGBClassifier
     >>> model = preprocessing.StandardScaler() | SGBClassifier(n_learners=4, batch_size=16,

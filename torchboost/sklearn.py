@@ -34,7 +34,7 @@ the mean and standard deviation of the first rows the estimator sees (all of ``X
 the first mini-batch with ``partial_fit``), frozen from then on, like
 :class:`~torchboost.data.DataStream`'s warm-up statistics.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from torchboost.sklearn import SGBClassifier, SGBRegressor
     >>> rng = np.random.default_rng(0)

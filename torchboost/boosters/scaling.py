@@ -49,7 +49,7 @@ class RunningMoments(nn.Module):
     """Running count, mean and sum of squared deviations of the columns of ``(B, k, ...)``
     batches (reduced over every dimension but 1), kept in float64 buffers.
 
-    Example:
+    Examples:
         >>> moments = RunningMoments()
         >>> moments.update(torch.tensor([[1.0], [3.0]]))
         >>> moments.update(torch.tensor([[5.0], [7.0]]))

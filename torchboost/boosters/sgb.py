@@ -78,7 +78,7 @@ class SGB(Booster):
 
     At test time the paper's experiments use the final learners ``h_i^T`` (Sec. 6.2), as here.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> _ = torch.manual_seed(0)

@@ -27,7 +27,7 @@ class SingleLearner(Booster):
     (:mod:`~torchboost.boosters.default_lr`), so "boosting vs one learner" with defaults compares
     two methods, not two rates.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> base = SingleLearner(lambda: nn.Linear(3, 2), "softmax", n_outputs=2)

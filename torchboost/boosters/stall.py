@@ -83,7 +83,7 @@ class StallMonitor(nn.Module):
         metric: ``"loss"``, or ``"error"`` for the error rate of votes (the multiclass
             boosters).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost.losses import get_loss
         >>> monitor = StallMonitor(get_loss("squared"), n_learners=1, out_dim=1, window=2)

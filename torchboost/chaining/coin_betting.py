@@ -35,7 +35,7 @@ class KTCoinBetting(GradStep):
         initial_wealth: ``ε₀`` of a root node; a node at depth ``m`` starts with
             ``initial_wealth × 2^{−d(m − 1)}``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> kt = KTCoinBetting(gradient_bound=1.0, initial_wealth=1.0)
         >>> node, one = torch.tensor([0]), torch.ones(1)

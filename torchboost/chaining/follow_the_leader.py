@@ -30,7 +30,7 @@ class FollowTheLeaderRoots(LazyTable):
         loss: the single-output loss whose best constant is followed.
         bound: ``B``; the leader is clipped to ``[−B, B]``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost.losses import get_loss
         >>> leaders = FollowTheLeaderRoots(get_loss("squared"), bound=8.0)

@@ -45,7 +45,7 @@ class LazyTable(nn.Module):
     whatever the size of the key space. ``state_dict`` round trips, also into a fresh table, and
     ``.to(device)`` moves every buffer.
 
-    Example:
+    Examples:
         >>> import torch
         >>> table = LazyTable(["value"])
         >>> rows = table.insert(torch.tensor([10**12, 7]))

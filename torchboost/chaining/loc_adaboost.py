@@ -82,7 +82,7 @@ class LocAdaBoost(nn.Module):
             :class:`~torchboost.chaining.GradStep`.
         n_streams: independent learners run in lockstep (:mod:`~torchboost.chaining.rounds`).
 
-    Example:
+    Examples:
         >>> import torch
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
         <torch._C.Generator object at ...>

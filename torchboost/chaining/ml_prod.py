@@ -40,7 +40,7 @@ class MLProd(LazyTable):
     Args:
         n_experts: ``N``, the number of experts (``ln N`` sets the learning rates); ``≥ 2``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> agg = MLProd(n_experts=4)
         >>> awake = torch.tensor([[0, 1, 2]])  # expert 3 sleeps

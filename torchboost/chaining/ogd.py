@@ -28,7 +28,7 @@ class ProjectedOGD(GradStep):
         root_radius: ``D`` at a root (``B``, the bound on the target).
         smoothness: ``α ∈ (0, 1]``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> ogd = ProjectedOGD(gradient_bound=4.0, lipschitz=1.0, root_radius=2.0)
         >>> node, one = torch.tensor([0]), torch.ones(1)

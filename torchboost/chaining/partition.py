@@ -44,7 +44,7 @@ class DyadicPartition(nn.Module):
         horizon: the number of rounds ``T`` (used when ``depth`` is not given).
         dim: dimension when ``domain`` is given by numbers (default 1).
 
-    Example:
+    Examples:
         >>> import torch
         >>> part = DyadicPartition((0.0, 1.0), depth=3)
         >>> part.path(torch.tensor([[0.3], [1.0]])).tolist()  # root, then [0, ½), [¼, ½) ...

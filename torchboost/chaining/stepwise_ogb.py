@@ -60,7 +60,7 @@ class StepwiseOGB(nn.Module):
             as submodules) or a :class:`~torchboost.learners.WeakLearners` container.
         loss: a single-output :class:`~torchboost.losses.Loss` or its name.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost.chaining import ChainingTree
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS

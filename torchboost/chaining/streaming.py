@@ -27,7 +27,7 @@ class ChainingBooster(nn.Module):
     learned (``units_per_example = 1``). They are not data-parallel: :meth:`distribute` refuses
     a synchronizer.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost.chaining import ChainingTree
         >>> booster = ChainingBooster(ChainingTree((0.0, 1.0), depth=4))

@@ -88,7 +88,7 @@ class ChainingTree(nn.Module):
     stream is the online (progressive) loss of the regret. State, including every node, travels
     with ``state_dict()`` and ``.to(device)``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
         <torch._C.Generator object at ...>

@@ -19,7 +19,7 @@ loader                      task            split
 :func:`load_mushroom`       binary          seeded random (default 80% / 20%)
 ==========================  ==============  =================================================
 
-Example:
+Examples:
     >>> from torchboost.data import DataStream, load_abalone, make_test_tensors
     >>> ds = load_abalone()
     >>> stream = DataStream.from_dataset(ds, batch_size=64, seed=0)

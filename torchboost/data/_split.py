@@ -14,7 +14,7 @@ def random_split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, n
     form the test set. Both index arrays are sorted, so each split keeps the file's row order;
     the same ``(n, test_fraction, seed)`` always gives the same split.
 
-    Example:
+    Examples:
         >>> train, test = random_split(10, 0.2, seed=0)
         >>> len(train), len(test), sorted([*train, *test]) == list(range(10))
         (8, 2, True)

@@ -53,7 +53,7 @@ def load_abalone(
     bundled copy. Ten features: ``sex`` one-hot in the order M, F, I, then the seven
     measurements in header order. Target: ``rings`` as ``float32``.
 
-    Example:
+    Examples:
         >>> ds = load_abalone()
         >>> ds
         Dataset(name='abalone', task='regression', train=3759×10, test=418×10)

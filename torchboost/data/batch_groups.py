@@ -20,7 +20,7 @@ A group reads its batches from the stream one by one as it is iterated — the f
 Lightning fetches the group, each further one when the round before it is done — so the
 stream's position is never more than one batch ahead of the booster, as without groups.
 
-Example:
+Examples:
     >>> import torch
     >>> from torchboost.data import BatchGroups, DataStream
     >>> stream = DataStream(torch.arange(10.0).unsqueeze(1), torch.arange(10.0), batch_size=2,

@@ -1,6 +1,6 @@
 """The :class:`Dataset` container every loader in :mod:`torchboost.data` returns.
 
-Example:
+Examples:
     >>> import torch
     >>> ds = Dataset(
     ...     name="toy",

@@ -6,7 +6,7 @@ set ``P`` times in fresh random orders (an i.i.d.-style resampling) gives it ``P
 iterable with one length and one checkpointable position, so a Lightning fit sees the whole
 multi-pass stream as its single epoch and resumes mid-way exactly.
 
-Example:
+Examples:
     >>> import torch
     >>> x, y = torch.arange(10.0).reshape(5, 2), torch.arange(5.0)
     >>> stream = MultiPassStream(

@@ -9,7 +9,7 @@ default) or drops the bad rows, counts them by reason and hands on the clean row
 (``policy="skip"``). A booster trained through a skipping stream therefore ends exactly where one
 trained on the clean rows alone ends.
 
-Example:
+Examples:
     >>> import torch
     >>> batches = [(torch.tensor([[1.0, 2.0], [float("nan"), 0.0]]), torch.tensor([0.5, 1.0])),
     ...            ([[3.0, 4.0], [5.0]], [2.0, 3.0])]          # a ragged row from a text source

@@ -4,7 +4,7 @@ Online boosting (Hu et al. 2017, Sec. 6) sees each training example once, in a r
 :class:`DataStream` fixes that order with a seeded ``torch.Generator`` and standardises features
 using only what the stream has shown so far, so held-out data are never used for fitting.
 
-Example:
+Examples:
     >>> import torch
     >>> x = torch.tensor([[1.0, 0.0], [3.0, 4.0], [1.0, 0.0], [3.0, 4.0], [9.0, 9.0], [9.0, 9.0]])
     >>> stream = DataStream(x, torch.zeros(6), batch_size=4, shuffle=False, warmup=4)

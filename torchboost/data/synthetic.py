@@ -1,6 +1,6 @@
 """Small seeded synthetic data sets for tests, examples and smoke runs.
 
-Example:
+Examples:
     >>> ds = synthetic_regression(n=500, d=4, seed=0)
     >>> ds
     Dataset(name='synthetic_regression', task='regression', train=400×4, test=100×4)

@@ -22,7 +22,7 @@ class TwoLayerNet(nn.Sequential):
     (Hu et al. 2017, Sec. 6.2, footnote 4: 1 hidden unit for ABALONE/A9A, 10 for YEAR/SLICE,
     sigmoid except leaky ReLU on SLICE).
 
-    Example:
+    Examples:
         >>> TwoLayerNet(384, 10, activation="leaky_relu")(torch.zeros(2, 384)).shape
         torch.Size([2, 1])
     """
@@ -43,7 +43,7 @@ class ConvNet(nn.Sequential):
     """``Conv2d(c, channels, kernel, stride) → activation → Linear(·, m)``: the SGB paper's MNIST
     weak learner (a 5×5 convolution, stride 2, 5 output channels; Hu et al. 2017, footnote 4).
 
-    Example:
+    Examples:
         >>> ConvNet()(torch.zeros(3, 1, 28, 28)).shape
         torch.Size([3, 10])
     """
@@ -67,7 +67,7 @@ class BoundedOutput(nn.Module):
     inner output (``D·tanh(u)`` for one output). OGB needs base predictions bounded by ``D``
     (Beygelzimer et al. 2015, Sec. 3).
 
-    Example:
+    Examples:
         >>> wrapped = BoundedOutput(nn.Linear(2, 1), bound=0.5)
         >>> bool(wrapped(100 * torch.randn(8, 2)).abs().max() <= 0.5)
         True

@@ -93,7 +93,7 @@ def cosine_schedule(rounds: int, *, warmup: int = 0, final: float = 0.0) -> LRSc
     """A factory for ``lr_scheduler=``: linear warm-up over ``warmup`` rounds, then a cosine
     decay to ``final ×`` the rate at round ``rounds`` (held there afterwards).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost import SGB
         >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2,

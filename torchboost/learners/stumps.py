@@ -82,7 +82,7 @@ class StumpRegressor(nn.Module):
     Only for ``WeakLearners(mode="loop")`` (``"auto"`` picks it): the running losses are updated
     in the backward pass, which the stacked (vmapped) path cannot do.
 
-    Example:
+    Examples:
         >>> stump = StumpRegressor(3, curvature=1.0)
         >>> x = torch.tensor([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]])
         >>> stump.select(x)  # running losses tie: lowest non-zero index; none non-zero: overall

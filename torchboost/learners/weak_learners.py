@@ -53,7 +53,7 @@ class WeakLearners(nn.Module):
     ``state_dict()`` (as extra state), as are the schedulers' states, and follows
     ``.to(device)``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS

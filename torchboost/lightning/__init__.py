@@ -16,7 +16,7 @@ example, 2 per update).
 * :class:`AtomicCheckpointIO` — checkpoint files that a killed process never leaves
   half-written; :func:`latest_checkpoint` — the newest one in a directory, to resume from.
 
-Example:
+Examples:
     >>> import lightning.pytorch as pl
     >>> import torch
     >>> from torchboost import SGB, TwoLayerNet

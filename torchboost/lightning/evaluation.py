@@ -117,7 +117,7 @@ class HeldOutEvaluator:
     is the first batch). The schedule is checkpointable with :meth:`state_dict` /
     :meth:`load_state_dict`.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torchboost import SGB
         >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2)

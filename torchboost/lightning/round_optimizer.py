@@ -34,7 +34,7 @@ class BoostingRound(torch.optim.Optimizer):
     round): it changes no parameter, and the learners' own optimizers inside the round keep
     theirs.
 
-    Example:
+    Examples:
         >>> from torch import nn
         >>> round_ = BoostingRound(nn.Linear(2, 1).parameters())
         >>> round_.step(lambda: "the round's result")

@@ -49,7 +49,7 @@ Loggers = Logger | Iterable[Logger] | None
 def tag(section: str, quantity: str) -> str:
     """``"<section>/<quantity>"`` for one of :data:`SECTIONS`.
 
-    Example:
+    Examples:
         >>> tag("test", "loss"), tag("learners", "edge")
         ('test/loss', 'learners/edge')
     """

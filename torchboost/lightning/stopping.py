@@ -42,7 +42,7 @@ STOP_REASONS = ("budget", "plateau", "max_passes")
 class StoppingRule:
     """The stopping rule of the module docstring.
 
-    Example:
+    Examples:
         >>> rule = StoppingRule(plateau_tol=0.01, min_passes=2, max_passes=50, max_units=None)
         >>> curve = [(0, 1.0), (100, 0.5), (200, 0.4), (300, 0.399), (400, 0.398)]
         >>> rule.plateaued(curve)  # best of (300, 400] is 0.398, before it 0.399: < 1 % better

@@ -11,7 +11,7 @@ Weak learners are ``nn.Module`` classifiers with ``k`` logits in one
 :class:`~torchboost.learners.WeakLearners` container; how they use cost matrices and importance
 weights is in :mod:`~torchboost.multiclass.weak_classifiers`.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> _ = torch.manual_seed(0)

@@ -48,10 +48,10 @@ class AdaboostOLM(MulticlassBooster):
         hedge: ``"random"`` draws the expert from Hedge's weights (Alg. 2 line 10, seeded);
             ``"top"`` follows the heaviest expert.
         state_updates: ``"sequential"`` (default) or ``"batch"`` for ``α``, Hedge and ``t``.
-        prediction, training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
-            lr_scheduler: see the base class.
+        prediction, training, optimizer, optimizer_kwargs: see the base class.
+        mode, seed, lr_fan_in, lr_scheduler: see the base class.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> _ = torch.manual_seed(0)

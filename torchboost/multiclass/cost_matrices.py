@@ -13,7 +13,7 @@ the label is unknown when the learner predicts.
   ``f(α) = L^y(s + α e_l)`` is the cost entry ``C[y, l]`` at ``s + α e_l``
   (eq. (10), with the digest's fix of the printed typo for ``l = y``).
 
-Example:
+Examples:
     >>> import torch
     >>> loss = LogisticCost()
     >>> C = loss.cost_matrix(torch.zeros(3))
@@ -54,7 +54,7 @@ def mbbm_cost_matrix(potentials: Tensor) -> tuple[Tensor, Tensor]:
         ``D[..., r, l] = (φ^r(s + e_l) − φ^r(s + e_r)) / w_r`` and ``w[..., r] = Σ_l (φ^r(s + e_l)
         − φ^r(s + e_r))``. A row with ``w_r = 0`` stays all zeros (any prediction is free).
 
-    Example:
+    Examples:
         >>> D, w = mbbm_cost_matrix(torch.tensor([[0.2, 0.6, 0.4], [0.5, 0.5, 0.5],
         ...                                       [0.9, 0.8, 0.3]]))
         >>> D

@@ -7,7 +7,7 @@ the prediction with probability ``∝ v^i``; the deterministic alternative follo
 expert (ties go to the expert with more learners). Weights are kept as logarithms, so they do not
 underflow on long streams.
 
-Example:
+Examples:
     >>> import torch
     >>> hedge = Hedge(3, randomized=False)
     >>> hedge.update(torch.tensor([1.0, 0.0, 1.0]))

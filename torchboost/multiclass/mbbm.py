@@ -52,13 +52,13 @@ class OnlineMBBM(MulticlassBooster):
             Potentials are configuration, not state: a checkpoint is loaded into a booster
             built with the same arguments.
         weight_bound: ``w^{i*}``, the same for every learner (default ``k − 1``).
-        prediction, training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
-            lr_scheduler: see the base class.
+        prediction, training, optimizer, optimizer_kwargs: see the base class.
+        mode, seed, lr_fan_in, lr_scheduler: see the base class.
 
     OnlineMBBM keeps no state besides the learners, so the examples of a batch never wait for
     each other: everything but the learners' step is exactly per example.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> _ = torch.manual_seed(0)

@@ -39,11 +39,11 @@ class OzaBoost(MulticlassBooster):
     Args:
         learners, n_classes, n_learners: see :class:`~torchboost.multiclass.MulticlassBooster`.
         state_updates: ``"sequential"`` (default) or ``"batch"`` for the ``λ^sc``/``λ^sw`` sums.
-        training, optimizer, optimizer_kwargs, mode, seed, lr_fan_in,
-            lr_scheduler: see the base class. The learners
+        training, optimizer, optimizer_kwargs: see the base class.
+        mode, seed, lr_fan_in, lr_scheduler: see the base class. The learners
             predict by plain argmax (the algorithm has no cost matrices).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> _ = torch.manual_seed(0)

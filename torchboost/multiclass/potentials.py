@@ -20,7 +20,7 @@ leads ``≥ m + 1`` has ``φ = 0``; every other state is evaluated once and memo
   the paper's experiments (App. E), with common random numbers so that the estimate is a proper
   function of the state (properness holds draw by draw).
 
-Example:
+Examples:
     >>> import numpy as np
     >>> phi = ExactPotentials(n_classes=3, gamma=0.1)
     >>> float(phi([0], [[0, 0, 0]], [0])[0])  # m = 0: a three-way tie is an error
@@ -178,7 +178,7 @@ class ExactPotentials(Potentials):
     non-negative terms; binomial weights below 1e−20 are skipped (absolute error < 1e−17).
     ``m`` is limited to :data:`MAX_EXACT_VOTES`.
 
-    Example:
+    Examples:
         >>> phi = ExactPotentials(n_classes=4, gamma=0.2)
         >>> s = [[3, 1, 0, 0]]
         >>> direct = phi([5], s, [0])[0]
@@ -264,7 +264,7 @@ class MonteCarloPotentials(Potentials):
     matched to fixed bank columns, so ``φ̂`` is proper draw by draw and the weights of Alg. 1
     are never negative.
 
-    Example:
+    Examples:
         >>> exact = ExactPotentials(n_classes=3, gamma=0.1)
         >>> mc = MonteCarloPotentials(n_classes=3, gamma=0.1, n_samples=20000, seed=0)
         >>> s, r = [[2, 1, 0]], [0]

@@ -5,7 +5,7 @@ tie-break rule; ties are common (integer votes, and all ``α = 0`` at ``t = 1``)
 a tie as an error whatever the rule, so ties are broken uniformly at random with a seeded
 generator (digest §5, item 5).
 
-Example:
+Examples:
     >>> import torch
     >>> votes = cumulative_votes(torch.tensor([[2], [0], [2]]), torch.ones(3), 3)
     >>> votes[:, 0].tolist()

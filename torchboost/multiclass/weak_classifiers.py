@@ -17,7 +17,7 @@ the learners minimise ``Σ_b (Σ_l t_bl) logsumexp(h_b) − ⟨t_b, h_b⟩`` ave
 whose gradient in the logits is closed-form (:func:`cross_entropy_gradient`), so all learners
 train in one fused step.
 
-Example:
+Examples:
     >>> import torch
     >>> logits = torch.tensor([[2.0, 1.0, 0.0]])
     >>> predict_labels(logits).tolist()
@@ -66,7 +66,7 @@ def importance_targets(weights: Tensor, labels: Tensor, n_classes: int,
     ``rule="sampling"`` replaces ``w`` by a ``Bernoulli(min(w, 1))`` draw (from ``generator``,
     on the CPU).
 
-    Example:
+    Examples:
         >>> importance_targets(torch.tensor([[0.5, 2.0]]), torch.tensor([1, 0]), 2).tolist()
         [[[0.0, 0.5], [2.0, 0.0]]]
     """
@@ -81,7 +81,7 @@ def cross_entropy_gradient(logits: Tensor, targets: Tensor) -> Tensor:
     ⟨t_ib, h_ib⟩]``: ``((Σ_l t) softmax(h) − t) / B``. For ``t = w e_y`` this is the
     ``w``-weighted cross-entropy.
 
-    Example:
+    Examples:
         >>> h = torch.zeros(1, 1, 2, requires_grad=True)
         >>> t = torch.tensor([[[0.0, 3.0]]])
         >>> loss = (t.sum(-1) * torch.logsumexp(h, -1) - (t * h).sum(-1)).mean(-1).sum()
