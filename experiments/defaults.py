@@ -114,7 +114,7 @@ def load(name: str, max_train: int) -> tuple[Dataset, str, LearnerConfig, float]
     ds = Dataset(name, ds.x_train[train], ds.y_train[train], ds.x_test[test], ds.y_test[test],
                  ds.task, ds.n_classes)
     spec = DATASETS[key]
-    return ds, spec["loss"], LearnerConfig(**spec["learner"]), scale
+    return ds, spec.loss, LearnerConfig(**spec.learner), scale
 
 
 def constant_metric(ds: Dataset, scale: float) -> float:

@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 from torchboost.cli import format_summary
-from torchboost.configs import METHODS, ExperimentConfig
+from torchboost.configs import DATASETS, METHODS, ExperimentConfig
 from torchboost.experiment import run_comparison
 from torchboost.experiment import table_row as driver_row
 
@@ -37,42 +37,27 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "sgb_vs_gb"
 
-#: Hu et al. (2017), Table 1: base / GB / SGB average test loss (square error or error rate).
-PAPER_TABLE_1 = {
-    "abalone": (8.2848, 2.1411, 2.1532),
-    "year": (4.99e5, 42.8976, 43.0573),
-    "slice": (0.036045, 0.000755, 0.000713),
-    "adult": (0.1547, 0.1579, 0.1523),  # the paper's A9A, built here from the raw Adult rows
-    "mnist": (0.163280, 0.019320, 0.016320),
-}
-
-
-#: Rows of the table in this order (others after them, by name).
-TABLE_ORDER = ("abalone", "adult", "mnist", "keggundirected", "protein", "kin40k", "pol",
-               "slice", "year")
-
-
 def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
-    """The runs: (data set, local path, settings); ``--quick`` shrinks every run last. Under
+    """The runs: every registered data set (:data:`~torchboost.configs.DATASETS`, in its order)
+    found under the shared data folder or bundled, plus SLICE/YEAR from ``--slice``/``--year``,
+    each with its spec's ``comparison`` settings; ``--quick`` shrinks every run last. Under
     ``--schedule cosine`` (the default) every method runs ``--passes`` passes (MNIST
     ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation split."""
-    regression = {"batch_size": 64}
     scheduled: dict = {"schedule": args.schedule, "eval_points": 20,
                        "lr_fan_in": args.lr_fan_in}
     if args.schedule == "cosine":
         scheduled.update(lr_grid=list(args.lr_grid), max_passes=args.passes)
-    runs: list[tuple[str, str | None, dict]] = [
-        ("abalone", None, {}),
-        ("adult", str(SHARED / "adult"), {}),
-        ("mnist", str(SHARED / "mnist"), {"batch_size": 64, "eval_points": 30, **(
-            {"max_passes": args.mnist_passes} if args.schedule == "cosine" else {})}),
-    ]
-    runs += [("csv", str(SHARED / "regression" / f"{name}.csv.gz"), {"name": name, **regression})
-             for name in ("keggundirected", "protein", "kin40k", "pol")]
-    if args.slice:
-        runs.append(("slice", args.slice, regression))
-    if args.year:
-        runs.append(("year", args.year, {**regression, "max_train": 100_000}))
+    given = {"slice": args.slice, "year": args.year}
+    runs: list[tuple[str, str | None, dict]] = []
+    for spec in DATASETS.values():
+        path = given.get(spec.name) or (str(SHARED / spec.shared_path) if spec.shared_path
+                                        else None)
+        if path is None and not spec.bundled:
+            continue  # not on this machine (a9a, any CSV)
+        settings = dict(spec.comparison)
+        if spec.name == "mnist" and args.schedule == "cosine":
+            settings["max_passes"] = args.mnist_passes
+        runs.append((spec.name, path, settings))
     quick = {"max_train": 2000, "gb_max_epochs": 2, "max_passes": 3, "eval_points": 10}
     found = [ExperimentConfig.for_dataset(dataset, path, **{**scheduled, **settings,
                                                             **(quick if args.quick else {})})
@@ -88,8 +73,10 @@ def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
 
 def table_row(name: str, results: dict) -> dict:
     """The driver's row (final test metric, units, wall seconds, passes, stop reason and
-    parameters of every method, ``units_SGB_to_GB_final``) plus the paper's Table 1."""
-    paper = PAPER_TABLE_1.get(name)
+    parameters of every method, ``units_SGB_to_GB_final``) plus the paper's Table 1 (Hu et al.
+    2017: base / GB / SGB average test loss, :attr:`DatasetSpec.paper`)."""
+    spec = DATASETS.get(results["config"]["dataset"])
+    paper = spec.paper if spec is not None else None
     return {**driver_row(name, results), "paper_base": paper[0] if paper else None,
             "paper_GB": paper[1] if paper else None, "paper_SGB": paper[2] if paper else None}
 
@@ -161,7 +148,7 @@ def main() -> None:
 def write_table(out: Path) -> list[dict]:
     """``table.json`` and ``table.md`` from every ``<out>/<name>/results.json`` there, so that
     runs of different data sets in separate processes (``--datasets``) make one table."""
-    order = list(TABLE_ORDER)
+    order = list(DATASETS)
     found = {path.parent.name: json.loads(path.read_text())
              for path in sorted(out.glob("*/results.json"))}
     names = sorted(found, key=lambda name: (order.index(name) if name in order else len(order),
