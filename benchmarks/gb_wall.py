@@ -18,8 +18,8 @@ import time
 import torch
 
 import torchboost
-from torchboost.configs import ExperimentConfig
-from torchboost.experiment import run_comparison
+from torchboost.harness.configs import ExperimentConfig
+from torchboost.harness.driver import run_comparison
 
 KEGG = "../shared/data/regression/keggundirected.csv.gz"
 

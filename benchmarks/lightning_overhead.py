@@ -51,7 +51,7 @@ from torchboost.data import (
 from torchboost.lightning import StreamingBoosterModule
 from torchboost.lightning.cuda_check import plain_cuda_check
 
-#: ABALONE's settings in :data:`torchboost.configs.DATASETS` (Hu et al. 2017, Sec. 6.2).
+#: ABALONE's settings in :data:`torchboost.harness.configs.DATASETS` (Hu et al. 2017, Sec. 6.2).
 N_LEARNERS, HIDDEN, BATCH, LR = 16, 1, 32, 1e-2
 
 

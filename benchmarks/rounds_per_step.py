@@ -22,8 +22,8 @@ import warnings
 
 import torch
 
-from torchboost.configs import ExperimentConfig
-from torchboost.experiment import run_comparison
+from torchboost.harness.configs import ExperimentConfig
+from torchboost.harness.driver import run_comparison
 
 METHODS = ["base", "wide", "SGB"]
 

@@ -6,7 +6,7 @@
 
 Every stream is fed to ``SGB`` as a new user would: raw features and raw targets (no
 standardisation outside the booster), seeded passes of a seeded random order, N = 8 learners of
-the repository's kind per data set (:data:`~torchboost.configs.DATASETS`: two-layer nets with
+the repository's kind per data set (:data:`~torchboost.harness.DATASETS`: two-layer nets with
 its hidden units, conv nets for MNIST), Adam. Streams (training rows capped at ``--max-train``,
 test rows at 2,000):
 
@@ -56,7 +56,6 @@ from typing import Any
 import torch
 
 from torchboost import SGB
-from torchboost.configs import DATASETS, LearnerConfig
 from torchboost.data import (
     Dataset,
     load_abalone,
@@ -65,8 +64,9 @@ from torchboost.data import (
     load_mnist,
     synthetic_regression,
 )
+from torchboost.harness.configs import DATASETS, LearnerConfig
+from torchboost.harness.plotting import save_figure
 from torchboost.learners import COCOBBackprop, Prodigy
-from torchboost.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -34,8 +34,8 @@ from torch import nn
 from torchboost import SGB, ConvNet, SingleLearner
 from torchboost.boosters import Booster
 from torchboost.data import load_mnist
+from torchboost.harness.plotting import save_figure
 from torchboost.lightning import evaluate_held_out
-from torchboost.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT.parent / "shared" / "data" / "mnist"

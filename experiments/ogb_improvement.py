@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from torchboost import OGB, Booster, ConvexHullOGB, SingleLearner, StumpRegressor, TwoLayerNet
 from torchboost.data import DataStream, load_csv_regression
-from torchboost.plotting import save_figure
+from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "regression"

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
 
 from torchboost import SGB, cosine_schedule, decay_schedule
-from torchboost.plotting import save_figure
+from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "open_ended"

@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from torchboost import SGB, TwoLayerNet
-from torchboost.configs import ExperimentConfig
-from torchboost.experiment import prepare_data
-from torchboost.plotting import save_figure
+from torchboost.harness.configs import ExperimentConfig
+from torchboost.harness.driver import prepare_data
+from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "regret_vs_n"

@@ -9,7 +9,7 @@ No method runs a fixed number of passes: GB trains each stage to convergence (ea
 a validation split of the training rows), and every streaming method (base, wide, SGB,
 SGB_newton, SGB_learned) streams passes until its validation curve plateaus (< 1 % better over
 the last quarter of its units, after 10 passes), its units reach GB's total units, or 50 passes
-(:func:`torchboost.experiment.run_comparison`). Only YEAR is subsampled (``max_train``), for
+(:func:`torchboost.harness.driver.run_comparison`). Only YEAR is subsampled (``max_train``), for
 time. Data sets can run in separate processes (``--datasets``): the table is rebuilt from every
 ``results.json`` in the output folder.
 
@@ -28,21 +28,22 @@ import argparse
 import json
 from pathlib import Path
 
-from torchboost.cli import format_summary
-from torchboost.configs import DATASETS, METHODS, ExperimentConfig
-from torchboost.experiment import run_comparison
-from torchboost.experiment import table_row as driver_row
+from torchboost.harness import DATASETS, METHODS, ExperimentConfig
+from torchboost.harness.cli import format_summary
+from torchboost.harness.driver import run_comparison
+from torchboost.harness.driver import table_row as driver_row
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "sgb_vs_gb"
 
 def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
-    """The runs: every registered data set (:data:`~torchboost.configs.DATASETS`, in its order)
-    found under the shared data folder or bundled, plus SLICE/YEAR from ``--slice``/``--year``,
-    each with its spec's ``comparison`` settings; ``--quick`` shrinks every run last. Under
-    ``--schedule cosine`` (the default) every method runs ``--passes`` passes (MNIST
-    ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation split."""
+    """The runs: every registered data set (:data:`~torchboost.harness.DATASETS`, in its
+    order) found under the shared data folder or bundled, plus SLICE/YEAR from ``--slice`` /
+    ``--year``, each with its spec's ``comparison`` settings; ``--quick`` shrinks every run
+    last. Under ``--schedule cosine`` (the default) every method runs ``--passes`` passes
+    (MNIST ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation
+    split."""
     scheduled: dict = {"schedule": args.schedule, "eval_points": 20,
                        "lr_fan_in": args.lr_fan_in}
     if args.schedule == "cosine":

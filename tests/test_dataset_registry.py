@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchboost.configs import (
+from torchboost.data import Dataset
+from torchboost.harness.configs import (
     DATASETS,
     DatasetSpec,
     ExperimentConfig,
     load_dataset,
     register_dataset,
 )
-from torchboost.data import Dataset
 
 
 def test_the_registry_holds_the_papers_settings():

@@ -7,11 +7,10 @@ import json
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from torchboost.configs import METHODS, ExperimentConfig, LearnerConfig
 from torchboost.data import Dataset, synthetic_regression
-from torchboost.experiment import make_boosters, parameter_count, prepare_data, run_comparison
-from torchboost.experiment import table_row as driver_row
-from torchboost.lightning import StoppingRule, TrainingClock
+from torchboost.harness import METHODS, ExperimentConfig, LearnerConfig, StoppingRule, TrainingClock
+from torchboost.harness.driver import make_boosters, parameter_count, prepare_data, run_comparison
+from torchboost.harness.driver import table_row as driver_row
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from torchboost.cli import format_summary, main
-from torchboost.configs import ExperimentConfig
-from torchboost.experiment import EVAL_GROWTH, make_boosters, prepare_data, run_comparison
+from torchboost.harness.cli import format_summary, main
+from torchboost.harness.configs import ExperimentConfig
+from torchboost.harness.driver import EVAL_GROWTH, make_boosters, prepare_data, run_comparison
 from torchboost.lightning import evaluate_held_out
 
 #: 600 ABALONE rows (540 train, 60 validation), 3 learners; SGB and base stream exactly 2

@@ -2,7 +2,7 @@
 
 import sys
 
-from torchboost.cli import main
+from torchboost.harness.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

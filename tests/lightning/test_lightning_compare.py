@@ -11,14 +11,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from torchboost import SGB, StagewiseGB, TwoLayerNet
 from torchboost.data import BatchGroups, DataStream, MultiPassStream
-from torchboost.lightning import (
+from torchboost.harness import (
     ConvergenceCallback,
     StoppingRule,
     build_seeded,
-    evaluate_held_out,
     fit_streaming,
     run_stagewise,
 )
+from torchboost.lightning import evaluate_held_out
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),

@@ -9,8 +9,8 @@ from crash import CrashAt
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from torchboost.data import DataStream, MultiPassStream
+from torchboost.harness.compare import fit_streaming
 from torchboost.lightning import HeldOutEvaluator, StreamingCallback
-from torchboost.lightning.compare import fit_streaming
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),

@@ -6,15 +6,12 @@ example, 2 per update).
   round, ``booster.learn(x, y)``, logging the progressive (test-then-train) scores;
 * :class:`StreamingCallback` — held-out evaluation every ``K`` compute units, per-learner edges,
   target norms, OGB's σ, learning rates and the anytime curve, logged against units;
-* :func:`run_stagewise` — stagewise GB evaluated on the same unit schedule;
-* :func:`fit_streaming` — one streaming fit on a Lightning ``Trainer``;
-* :class:`ConvergenceCallback` and :class:`StoppingRule` — stream passes over a training set
-  until the validation curve plateaus, a compute budget is spent or a cap on passes is reached
-  (the comparison driver, :func:`torchboost.experiment.run_comparison`, runs every method this
-  way, stagewise GB with validation early stopping through :func:`run_stagewise`);
 * :class:`BadInputLogger` — logs the rows a :class:`~torchboost.data.ScreenedStream` skipped.
 * :class:`AtomicCheckpointIO` — checkpoint files that a killed process never leaves
   half-written; :func:`latest_checkpoint` — the newest one in a directory, to resume from.
+
+The research harness built on it (the comparison driver, stopping rules, stagewise GB on the
+unit schedule) is :mod:`torchboost.harness`.
 
 Examples:
     >>> import lightning.pytorch as pl
@@ -43,7 +40,6 @@ from torchboost.lightning.checkpoint_io import (
     check_checkpoint,
     latest_checkpoint,
 )
-from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
     booster_hparams,
@@ -61,33 +57,20 @@ from torchboost.lightning.scalars import (
     log_scalars,
     tag,
 )
-from torchboost.lightning.stagewise import run_stagewise
-from torchboost.lightning.stopping import (
-    STOP_REASONS,
-    ConvergenceCallback,
-    StoppingRule,
-    TrainingClock,
-)
 
 __all__ = [
     "SECTIONS",
-    "STOP_REASONS",
     "AtomicCheckpointIO",
     "BadInputLogger",
     "BoostingRound",
-    "ConvergenceCallback",
     "CorruptCheckpointError",
     "HeldOutEvaluator",
-    "StoppingRule",
     "StreamingBoosterModule",
     "StreamingCallback",
-    "TrainingClock",
     "atomic_save",
     "booster_hparams",
-    "build_seeded",
     "check_checkpoint",
     "evaluate_held_out",
-    "fit_streaming",
     "latest_checkpoint",
     "learner_scalars",
     "learner_values",
@@ -95,7 +78,6 @@ __all__ = [
     "log_hparams",
     "log_learner_values",
     "log_scalars",
-    "run_stagewise",
     "screened_streams",
     "tag",
 ]

@@ -15,8 +15,8 @@ learner factory, ``y0="mean"`` and the same optimizer learning rate):
 
 * ``base`` — one weak learner trained on the loss (:class:`~torchboost.SingleLearner`);
 * ``wide`` — one module with the ensemble's parameter count
-  (:meth:`~torchboost.configs.LearnerConfig.widened`) trained on the loss by one Adam; one of its
-  predictions costs ``N`` weak-learner predictions (``prediction_units=N``);
+  (:meth:`~torchboost.harness.LearnerConfig.widened`) trained on the loss by one Adam; one
+  of its predictions costs ``N`` weak-learner predictions (``prediction_units=N``);
 * ``GB`` — stagewise GB with gradient targets (the paper's baseline), each stage trained to
   convergence with early stopping on the validation loss (patience ``gb_patience`` epochs, at
   most ``gb_max_epochs``);
@@ -28,9 +28,9 @@ learner factory, ``y0="mean"`` and the same optimizer learning rate):
 ``p`` over the training rows visits them in the order of seed ``seed + p``.
 
 **Stopping.** GB runs first. The streaming methods (all but GB) stream passes over the
-training rows one after another through Lightning (:func:`~torchboost.lightning.fit_streaming`,
-a :class:`~torchboost.lightning.ConvergenceCallback` on a :class:`~torchboost.data.MultiPassStream`
-of ``max_passes`` passes) and stop by :class:`~torchboost.lightning.StoppingRule`: a plateau of
+training rows one after another through Lightning (:func:`~torchboost.harness.fit_streaming`,
+a :class:`~torchboost.harness.ConvergenceCallback` on a :class:`~torchboost.data.MultiPassStream`
+of ``max_passes`` passes) and stop by :class:`~torchboost.harness.StoppingRule`: a plateau of
 the validation loss (less than ``plateau_tol`` relative improvement over the last quarter of
 the units spent, after ``min_passes`` passes), the compute budget (``max_units``, default GB's
 total units), or ``max_passes``.
@@ -63,27 +63,25 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
-from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
-from torchboost.configs import METHODS, ExperimentConfig, load_dataset
+from torchboost.boosters import Booster, StagewiseGB
 from torchboost.data import BatchGroups, Dataset, DataStream, MultiPassStream
+from torchboost.harness.compare import build_seeded, fit_streaming
+from torchboost.harness.configs import ExperimentConfig, load_dataset
+from torchboost.harness.methods import METHODS, MethodInputs, streaming_variants
+from torchboost.harness.plotting import plot_compute_curves, save_figure
+from torchboost.harness.stagewise import run_stagewise
+from torchboost.harness.stopping import ConvergenceCallback, StoppingRule
 from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule
-from torchboost.lightning.compare import build_seeded, fit_streaming
 from torchboost.lightning.cuda_check import plain_cuda_check
 from torchboost.lightning.scalars import tag
-from torchboost.lightning.stagewise import run_stagewise
-from torchboost.lightning.stopping import ConvergenceCallback, StoppingRule
 from torchboost.losses import get_loss
-from torchboost.plotting import plot_compute_curves, save_figure
 
-__all__ = ["EVAL_GROWTH", "SGB_VARIANTS", "PreparedData", "make_boosters", "method_builders",
+__all__ = ["EVAL_GROWTH", "PreparedData", "make_boosters", "method_builders",
            "prepare_data", "run_comparison", "table_row"]
 
 #: Besides every ``K`` units, evaluate whenever compute has grown by this factor since the last
 #: evaluation, so that the log-scale plots have early points too.
 EVAL_GROWTH = 1.25
-
-#: The streaming boosting variants; the best of them (final test metric) is compared with GB.
-SGB_VARIANTS = ("SGB", "SGB_newton", "SGB_learned")
 
 #: Metric keys of a curve point, in the order of preference for the tables.
 _METRIC_KEYS = ("error", "mse", "loss")
@@ -146,9 +144,6 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     ``schedules`` (none: a constant rate), and the methods skipped with the reason (Newton
     targets for a loss without a Hessian)."""
     n = config.n_learners
-    factory = config.learner.factory(data.dataset, config.n_outputs)
-    wide_factory = config.learner.widened(n).factory(data.dataset, config.n_outputs)
-    schedules = schedules or {}
     common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
                               "optimizer_kwargs": {"lr": config.lr if lr is None else lr},
                               "lr_fan_in": config.lr_fan_in}
@@ -156,27 +151,19 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     # given (the paper's Alg. 1), not through their own running statistics
     boosted = {**common, "standardize": False}
     hessian = get_loss(config.loss).has_hessian
-    units = config.learner.wide_prediction_units(n)
-    candidates: dict[str, Callable[[], Booster]] = {
-        "base": lambda: SingleLearner(factory, config.loss, lr_scheduler=schedules.get("base"),
-                                      **common),
-        "wide": lambda: SingleLearner(wide_factory, config.loss, prediction_units=units,
-                                      lr_scheduler=schedules.get("wide"), **common),
-        "GB": lambda: StagewiseGB(factory, config.loss, n_learners=n, step=config.step,
-                                  lr_scheduler=schedules.get("GB"), **boosted),
-        "SGB": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
-                           lr_scheduler=schedules.get("SGB"), **boosted),
-        "SGB_newton": lambda: SGB(factory, config.loss, n_learners=n, step=config.step,
-                                  targets="newton", lr_scheduler=schedules.get("SGB_newton"),
-                                  **boosted),
-        "SGB_learned": lambda: SGB(factory, config.loss, n_learners=n, step="learned",
-                                   targets="newton" if hessian else "gradient",
-                                   lr_scheduler=schedules.get("SGB_learned"), **boosted),
-    }
-    skipped = {}
-    if not hessian and "SGB_newton" in config.methods:
-        skipped["SGB_newton"] = f"{config.loss} loss has no Hessian (no Newton targets)"
-    builders = {m: candidates[m] for m in config.methods if m not in skipped}
+    schedules = schedules or {}
+
+    def builder(name: str) -> Callable[[], Booster]:
+        inputs = MethodInputs(
+            config, config.learner.factory(data.dataset, config.n_outputs),
+            config.learner.widened(n).factory(data.dataset, config.n_outputs),
+            config.learner.wide_prediction_units(n), common, boosted, schedules.get(name),
+            hessian)
+        return lambda: METHODS[name].build(inputs)
+
+    skipped = {name: f"{config.loss} loss has no Hessian (no Newton targets)"
+               for name in config.methods if METHODS[name].newton and not hessian}
+    builders = {m: builder(m) for m in config.methods if m not in skipped}
     return builders, skipped
 
 
@@ -196,8 +183,9 @@ def method_schedules(config: ExperimentConfig,
     if config.schedule == "constant":
         return {}
     streaming = cosine_schedule(config.max_passes * batches_per_pass)
-    return {**{m: streaming for m in METHODS if m != "GB"},
-            "GB": cosine_schedule(gb_epochs_for_equal_units(config) * batches_per_pass)}
+    stagewise = cosine_schedule(gb_epochs_for_equal_units(config) * batches_per_pass)
+    return {m: stagewise if spec.kind == "stagewise" else streaming
+            for m, spec in METHODS.items()}
 
 
 def make_boosters(config: ExperimentConfig, data: PreparedData) -> dict[str, Booster]:
@@ -221,7 +209,7 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     ``K`` is ``max_units`` (else GB's most units, ``gb_max_epochs`` epochs per stage, else the
     most units of ``max_passes`` passes) over ``eval_points``. TensorBoard: one run per method,
     ``tensorboard/<name>/<method>``, in the tag scheme of :mod:`torchboost.lightning.scalars`
-    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.lightning.run_stagewise`),
+    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.harness.run_stagewise`),
     so methods overlay on one chart per tag; regression runs add ``test/mse`` in the original
     target units.
 
@@ -304,7 +292,7 @@ class _MethodRun:
 
     def __call__(self, name: str, booster: Booster, lr: float | None) -> dict[str, Any]:
         run_name = name if lr is None else f"{name}/lr={lr:g}"
-        if isinstance(booster, StagewiseGB):
+        if METHODS[name].kind == "stagewise":
             return self.stagewise(booster, run_name)
         return self.streaming(name, booster, run_name)
 
@@ -349,7 +337,7 @@ class _MethodRun:
         out = {**_summary(callback.history, time.perf_counter() - started, data, self.squared),
                "passes": round(booster.samples_seen / len(data.x_train), 4),
                "stop_reason": callback.stop_reason, "params": parameter_count(booster)}
-        if isinstance(booster, SGB) and not isinstance(booster, StagewiseGB):
+        if METHODS[name].kind == "streaming":
             anytime = [callback.evaluator.scores(booster, n_learners=0), *callback.anytime]
             out["anytime"] = [data.loss_scale * s["loss"] for s in anytime]
             out["edges"] = booster.edges().tolist()
@@ -399,7 +387,7 @@ def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, A
     (``at_equal_units``, ``at_equal_wall``) and at the best SGB variant's final units and
     training time (``at_SGB_units``, ``at_SGB_wall``: a method that stopped earlier counts with
     its final, converged, metric)."""
-    variants = [m for m in SGB_VARIANTS if m in methods]
+    variants = [m for m in streaming_variants() if m in methods]
     best = min(variants, key=lambda m: methods[m]["final"][metric]) if variants else None
     reach = None
     if best is not None and "GB" in methods:

@@ -1,5 +1,5 @@
 """Building boosters alike and one streaming fit on a Lightning ``Trainer``: the pieces of the
-comparison driver, :func:`torchboost.experiment.run_comparison` (which runs SGB, its variants,
+comparison driver, :func:`torchboost.harness.driver.run_comparison` (which runs SGB, its variants,
 stagewise GB, the base learner and a wide network from one configuration)."""
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ import yaml
 from torch import nn
 
 from torchboost import data
+from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, TwoLayerNet
 
-__all__ = ["DATASETS", "METHODS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
+__all__ = ["DATASETS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
            "LearnerConfig", "load_dataset", "register_dataset"]
 
 
@@ -86,8 +87,6 @@ class LearnerConfig:
 #: The learning-rate schedules of a comparison (see :class:`ExperimentConfig`).
 SCHEDULES = ("constant", "cosine")
 
-#: Every method a comparison can run (see :mod:`torchboost.experiment`).
-METHODS = ("base", "wide", "GB", "SGB", "SGB_newton", "SGB_learned")
 
 
 @dataclass
@@ -106,7 +105,7 @@ class ExperimentConfig:
     their validation curve plateaus (``plateau_tol`` relative improvement over the last quarter
     of their units, after ``min_passes`` passes or all ``max_passes``), their units reach
     ``max_units`` (default: GB's total units) or ``max_passes`` passes are done — see
-    :class:`~torchboost.lightning.StoppingRule`.
+    :class:`~torchboost.harness.StoppingRule`.
 
     ``schedule``: ``"constant"`` (the learning rate ``lr`` throughout, with the stopping above)
     or ``"cosine"``: every method runs a stated budget under a cosine decay of its rate to 0

@@ -9,9 +9,9 @@ from lightning.pytorch.loggers import Logger
 from torch import Tensor
 
 from torchboost.boosters import StagewiseGB
+from torchboost.harness.stopping import TrainingClock
 from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.scalars import log_scalars, tag
-from torchboost.lightning.stopping import TrainingClock
 
 __all__ = ["run_stagewise"]
 

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchboost.configs import ExperimentConfig
+from torchboost.harness.configs import ExperimentConfig
 
 __all__ = ["DEMO", "format_summary", "main"]
 
@@ -51,7 +51,7 @@ def _quiet_lightning() -> None:
 
 
 def _run(config: ExperimentConfig, out: Path) -> None:
-    from torchboost.experiment import run_comparison
+    from torchboost.harness.driver import run_comparison
 
     _quiet_lightning()
     results = run_comparison(config, out)

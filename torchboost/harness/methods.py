@@ -1,0 +1,90 @@
+"""The methods a comparison runs, one registry entry each: how to build the method's booster and
+how the driver treats it (module docstring of :mod:`torchboost.harness.driver`).
+
+* ``single`` — one module trained on the loss (the base learner, the wide network);
+* ``stagewise`` — stagewise GB, trained stage by stage;
+* ``streaming`` — a streaming boosting variant: the driver records its anytime curve, and the
+  best of them (final test metric) is compared with GB.
+
+Adding a method is one :func:`register_method` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
+from torchboost.learners.schedules import LRSchedulerFactory
+
+__all__ = ["METHODS", "MethodInputs", "MethodSpec", "register_method", "streaming_variants"]
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """What a method's builder gets: the configuration's learner factory (and the widened one),
+    the options every method shares (``common``: outputs, ``y0``, the rate, the fan-in rule), the
+    boosters' (``boosted``: ``common`` on data standardised beforehand), its schedule, and
+    whether the loss has a Hessian."""
+
+    config: Any
+    factory: Callable[[], Any]
+    wide_factory: Callable[[], Any]
+    wide_units: int
+    common: dict[str, Any]
+    boosted: dict[str, Any]
+    schedule: LRSchedulerFactory | None
+    hessian: bool
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method: its ``name``, ``kind`` (module docstring), its ``build`` from
+    :class:`MethodInputs`, and whether it needs Newton targets (``newton``: skipped, with the
+    reason, for a loss without a Hessian)."""
+
+    name: str
+    kind: Literal["single", "stagewise", "streaming"]
+    build: Callable[[MethodInputs], Booster]
+    newton: bool = False
+
+
+#: Every method, in the tables' order (:func:`register_method` adds one).
+METHODS: dict[str, MethodSpec] = {}
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec`` to :data:`METHODS` (a name registered twice is an error)."""
+    if spec.name in METHODS:
+        raise ValueError(f"method {spec.name!r} is registered already")
+    METHODS[spec.name] = spec
+    return spec
+
+
+def streaming_variants() -> tuple[str, ...]:
+    """The streaming boosting variants, in order: the best of them is compared with GB."""
+    return tuple(name for name, spec in METHODS.items() if spec.kind == "streaming")
+
+
+def _sgb(i: MethodInputs, **options: Any) -> SGB:
+    n, loss = i.config.n_learners, i.config.loss
+    return SGB(i.factory, loss, n_learners=n, lr_scheduler=i.schedule,
+               **{"step": i.config.step, **options}, **i.boosted)
+
+
+register_method(MethodSpec("base", "single", lambda i: SingleLearner(
+    i.factory, i.config.loss, lr_scheduler=i.schedule, **i.common)))
+register_method(MethodSpec("wide", "single", lambda i: SingleLearner(
+    i.wide_factory, i.config.loss, prediction_units=i.wide_units, lr_scheduler=i.schedule,
+    **i.common)))
+register_method(MethodSpec("GB", "stagewise", lambda i: StagewiseGB(
+    i.factory, i.config.loss, n_learners=i.config.n_learners, step=i.config.step,
+    lr_scheduler=i.schedule, **i.boosted)))
+# the SGB paper: gradient targets, a fixed step
+register_method(MethodSpec("SGB", "streaming", _sgb))
+register_method(MethodSpec("SGB_newton", "streaming",
+                           lambda i: _sgb(i, targets="newton"), newton=True))
+# Newton targets where the loss has a Hessian, and learned steps
+register_method(MethodSpec("SGB_learned", "streaming", lambda i: _sgb(
+    i, step="learned", targets="newton" if i.hessian else "gradient")))
