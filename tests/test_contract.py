@@ -12,15 +12,13 @@ from torch import nn
 from torchboost import (
     OGB,
     SGB,
-    ConvexHullOGB,
     DivergenceError,
     ResidualSGB,
-    SingleLearner,
     StagewiseGB,
 )
+from torchboost.boosters.registry import BOOSTERS
 from torchboost.data import BadInputError, ScreenedStream
 from torchboost.learners import BoundedOutput, WeakLearners
-from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
 
 
 def _state(booster: nn.Module) -> dict[str, torch.Tensor]:
@@ -209,25 +207,19 @@ def test_non_finite_hyper_parameters_are_refused(build) -> None:  # type: ignore
 
 # --- items 3 and 6: guards on every booster, absurd finite steps, recovery ----------------------
 def _all_boosters(lr: float, optimizer: type[torch.optim.Optimizer] = torch.optim.SGD):
+    """Every registered booster of 3 learners ``Linear(3, 4) → Tanh → Linear(4, m)`` at
+    ``optimizer(lr)``, with ``"real"`` or ``"class"`` (3 classes) labels."""
     kw = {"optimizer": optimizer, "optimizer_kwargs": {"lr": lr}}
+    boosters = {}
+    for name, spec in BOOSTERS.items():
+        m = 3 if spec.task == "classification" else 1
 
-    def net() -> nn.Module:
-        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        def factory(m: int = m) -> nn.Module:
+            return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, m))
 
-    def classifier() -> nn.Module:
-        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
-
-    return {
-        "sgb": (SGB(net, n_learners=3, step=0.5, **kw), "real"),
-        "rsgb": (ResidualSGB(net, n_learners=3, **kw), "real"),
-        "ogb": (OGB(net, n_learners=3, **kw), "real"),
-        "chogb": (ConvexHullOGB(net, n_learners=3, **kw), "real"),
-        "single": (SingleLearner(net, **kw), "real"),
-        "stagewise": (StagewiseGB(net, n_learners=3, step=0.5, **kw), "real"),
-        "olm": (AdaboostOLM(classifier, 3, n_learners=3, **kw), "class"),
-        "oza": (OzaBoost(classifier, 3, n_learners=3, **kw), "class"),
-        "mbbm": (OnlineMBBM(classifier, 3, 0.1, n_learners=3, **kw), "class"),
-    }
+        boosters[name] = (spec.make(factory, n_learners=3, n_outputs=m, **kw),
+                          "class" if m == 3 else "real")
+    return boosters
 
 
 def _batch(kind: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -273,7 +265,7 @@ def test_every_booster_rejects_an_absurd_step_restores_everything_and_recovers(n
     assert all(torch.isfinite(p).all() for p in booster.parameters())
 
 
-@pytest.mark.parametrize("name", ["stagewise", "olm", "oza", "mbbm"])
+@pytest.mark.parametrize("name", ["stagewise_gb", "adaboost_olm", "oza_boost", "online_mbbm"])
 def test_boosters_that_had_no_guard_raise_divergence_instead_of_nan(name: str) -> None:
     torch.manual_seed(0)
     booster, kind = _all_boosters(1e30, torch.optim.Adam)[name]

@@ -19,19 +19,13 @@ from torch.optim.lr_scheduler import (
 )
 
 from torchboost import (
-    OGB,
     SGB,
-    AdaboostOLM,
-    ConvexHullOGB,
-    OnlineMBBM,
-    OzaBoost,
-    ResidualSGB,
-    SingleLearner,
     StagewiseGB,
     TwoLayerNet,
     cosine_schedule,
     decay_schedule,
 )
+from torchboost.boosters.registry import BOOSTERS
 from torchboost.learners.schedules import CosineMultiplier, DecayMultiplier
 
 D = 3
@@ -165,37 +159,22 @@ def test_stagewise_gb_stage_schedule_is_untouched_before_its_stage():
 
 
 def _every_booster(kind: str):
+    """A registered booster (or SGB with Newton targets, ``sgb_newton``) of 2 learners under
+    ``cosine_schedule(8)``, and its number of classes (``None``: regression)."""
     torch.manual_seed(0)
     schedule = cosine_schedule(8)
-    net = partial(TwoLayerNet, D, 4)
-    classes = partial(nn.Linear, D, 3)
-    if kind == "sgb":
-        return SGB(net, n_learners=2, lr_scheduler=schedule), None
     if kind == "sgb_newton":
         return SGB(partial(TwoLayerNet, D, 4, 3), "softmax", n_outputs=3, n_learners=2,
                    targets="newton", lr_scheduler=schedule), 3
-    if kind == "residual_sgb":
-        return ResidualSGB(net, n_learners=2, lr_scheduler=schedule), None
-    if kind == "ogb":
-        return OGB(net, n_learners=2, lr_scheduler=schedule), None
-    if kind == "convex_hull_ogb":
-        return ConvexHullOGB(net, n_learners=2, lr_scheduler=schedule), None
-    if kind == "single":
-        return SingleLearner(net, lr_scheduler=schedule), None
-    if kind == "stagewise":
-        return StagewiseGB(net, n_learners=2, lr_scheduler=schedule), None
-    if kind == "mbbm":
-        return OnlineMBBM(classes, n_classes=3, n_learners=2, lr_scheduler=schedule), 3
-    if kind == "olm":
-        return AdaboostOLM(classes, n_classes=3, n_learners=2, lr_scheduler=schedule), 3
-    if kind == "oza":
-        return OzaBoost(classes, n_classes=3, n_learners=2, lr_scheduler=schedule), 3
-    raise ValueError(kind)
+    spec = BOOSTERS[kind]
+    if spec.task == "classification":
+        return spec.make(partial(nn.Linear, D, 3), n_learners=2, n_outputs=3,
+                         lr_scheduler=schedule), 3
+    return spec.make(partial(TwoLayerNet, D, 4), n_learners=2, lr_scheduler=schedule), None
 
 
 @pytest.mark.filterwarnings("ignore:OGB. labels reach norm")
-@pytest.mark.parametrize("kind", ["sgb", "sgb_newton", "residual_sgb", "ogb", "convex_hull_ogb",
-                                  "single", "stagewise", "mbbm", "olm", "oza"])
+@pytest.mark.parametrize("kind", [*BOOSTERS, "sgb_newton"])
 def test_every_booster_steps_its_schedule_once_per_round(kind):
     booster, classes = _every_booster(kind)
     bases = _rates(booster)

@@ -9,8 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, ResidualSGB, SingleLearner
+from torchboost.boosters import SGB, Booster, SingleLearner
 from torchboost.boosters.default_lr import DEFAULT_LR
+from torchboost.boosters.registry import BOOSTERS as REGISTRY
 from torchboost.learners import TwoLayerNet
 from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule, decay_schedule
 from torchboost.losses import get_loss
@@ -26,14 +27,10 @@ __all__ = [
     "torch_dtype",
 ]
 
-#: The names ``booster=`` accepts.
-BOOSTERS: dict[str, type[Booster]] = {
-    "sgb": SGB,
-    "residual_sgb": ResidualSGB,
-    "ogb": OGB,
-    "convex_hull_ogb": ConvexHullOGB,
-    "single": SingleLearner,
-}
+#: The names ``booster=`` accepts: the registered boosters marked ``estimator``
+#: (:mod:`torchboost.boosters.registry`).
+BOOSTERS: dict[str, type[Booster]] = {name: spec.cls for name, spec in REGISTRY.items()
+                                      if spec.estimator}
 
 #: The names ``optimizer=`` accepts.
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {

@@ -1,0 +1,205 @@
+"""Conformance checks for boosters, in the style of river's ``check_estimator``: every contract
+the library promises, run on any registered booster (:mod:`torchboost.boosters.registry`).
+
+>>> from torchboost.boosters.registry import BOOSTERS
+>>> check_booster(BOOSTERS["sgb"])   # raises AssertionError naming the broken contract
+
+Each check builds small boosters of the spec (3 learners ``Linear(3, 4) → Tanh → Linear(4, m)``,
+Adam at 0.05, seeded) and streams a few seeded batches of 16 rows (real labels for regression,
+3 classes for classification; real labels in [−1, 1], OGB's default ball):
+
+* :func:`check_learn_returns_scores` — ``learn`` and ``predict`` return scores ``(B, m)``,
+  ``predict_label`` a classifier's labels; the counters count the round;
+* :func:`check_bad_input_changes_nothing` — NaN features, a wrong feature shape, a wrong
+  number of labels, an empty batch (and out-of-range classes) raise a ``ValueError`` and leave
+  the state as it was;
+* :func:`check_failed_round_restores_everything` — a round whose step diverges raises
+  :class:`~torchboost.DivergenceError` and restores parameters, optimizer state and buffers;
+  the booster then trains on;
+* :func:`check_state_dict_resumes_exactly` — a booster loaded from another's ``state_dict``
+  predicts the same and, trained on, stays bit-identical to it: everything a round changes is in
+  the state (buffers, parameters, optimizer and schedule state, extra state), not in plain
+  attributes;
+* :func:`check_schedule_steps_once_per_round` — ``lr_scheduler=`` steps once per round;
+* :func:`check_seeded_runs_are_identical` — the same seed, the same batches: the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from torchboost.boosters.base import Booster
+from torchboost.boosters.guards import DivergenceError
+from torchboost.boosters.registry import BoosterSpec
+
+__all__ = ["CHECKS", "check_bad_input_changes_nothing", "check_booster",
+           "check_failed_round_restores_everything", "check_learn_returns_scores",
+           "check_schedule_steps_once_per_round", "check_seeded_runs_are_identical",
+           "check_state_dict_resumes_exactly", "example_batch", "example_booster"]
+
+_FEATURES, _CLASSES, _BATCH = 3, 3, 16
+
+
+def _outputs(spec: BoosterSpec) -> int:
+    return _CLASSES if spec.task == "classification" else 1
+
+
+def example_booster(spec: BoosterSpec, seed: int = 0, **options: Any) -> Booster:
+    """A small booster of ``spec`` built with the torch RNG seeded by ``seed``."""
+    m = _outputs(spec)
+
+    def learner() -> nn.Module:
+        return nn.Sequential(nn.Linear(_FEATURES, 4), nn.Tanh(), nn.Linear(4, m))
+
+    torch.manual_seed(seed)
+    options.setdefault("optimizer_kwargs", {"lr": 0.05})
+    return spec.make(learner, n_learners=3, n_outputs=m, **options)
+
+
+def example_batch(spec: BoosterSpec, seed: int) -> tuple[Tensor, Tensor]:
+    """Seeded features ``(16, 3)`` and labels: reals ``(16,)`` or classes in ``[0, 3)``."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(_BATCH, _FEATURES, generator=g)
+    if spec.task == "classification":
+        return x, torch.randint(0, _CLASSES, (_BATCH,), generator=g)
+    return x, torch.tanh(x.sum(1)) * 0.8 + 0.05 * torch.randn(_BATCH, generator=g)
+
+
+def _state(booster: Booster) -> dict[str, Tensor]:
+    return {k: v.detach().clone() for k, v in booster.state_dict().items()
+            if torch.is_tensor(v)}
+
+
+def _optimizer_states(booster: Booster) -> list[Any]:
+    import copy
+    return copy.deepcopy([opt.state_dict() for opt in booster.learners.optimizers])
+
+
+def _assert_same(a: Any, b: Any, what: str) -> None:
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b), what
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), what
+        for key in a:
+            _assert_same(a[key], b[key], f"{what}[{key!r}]")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), what
+        for i, (u, v) in enumerate(zip(a, b, strict=True)):
+            _assert_same(u, v, f"{what}[{i}]")
+    else:
+        assert a == b, what
+
+
+def check_learn_returns_scores(spec: BoosterSpec) -> None:
+    booster = example_booster(spec)
+    x, y = example_batch(spec, 0)
+    out = booster.learn(x, y)
+    assert out.is_floating_point() and out.shape == (_BATCH, booster.out_dim), (
+        f"{spec.name}: learn returned {tuple(out.shape)}, not (B, m)")
+    assert booster.predict(x).shape == (_BATCH, booster.out_dim)
+    assert (booster.rounds, booster.samples_seen) == (1, _BATCH)
+    assert booster.compute_units > 0
+    if spec.task == "classification":
+        labels = booster.predict_label(x)
+        assert labels.dtype == torch.int64 and labels.shape == (_BATCH,)
+
+
+def check_bad_input_changes_nothing(spec: BoosterSpec) -> None:
+    booster = example_booster(spec)
+    x, y = example_batch(spec, 0)
+    booster.learn(x, y)
+    before = _state(booster)
+    nan = x.clone()
+    nan[3, 1] = float("nan")
+    bad: list[tuple[str, Tensor, Tensor]] = [
+        ("NaN features", nan, y), ("a wrong feature shape", x[:, :2], y),
+        ("a wrong number of labels", x, y[:-1]), ("an empty batch", x[:0], y[:0])]
+    if spec.task == "classification":
+        bad.append(("a class out of range", x, torch.full_like(y, _CLASSES)))
+    for what, bx, by in bad:
+        try:
+            booster.learn(bx, by)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{spec.name}: {what} was accepted")
+        _assert_same(before, _state(booster), f"{spec.name}: state after {what}")
+        assert booster.rounds == 1, f"{spec.name}: {what} counted a round"
+
+
+def check_failed_round_restores_everything(spec: BoosterSpec) -> None:
+    booster = example_booster(spec)
+    booster.learn(*example_batch(spec, 0))
+    state, optimizers = _state(booster), _optimizer_states(booster)
+    rates = [g["lr"] for opt in booster.learners.optimizers for g in opt.param_groups]
+    for group in (g for opt in booster.learners.optimizers for g in opt.param_groups):
+        group["lr"] = 1e30  # finite parameters of ~1e29 after one step: useless, not NaN
+    try:
+        booster.learn(*example_batch(spec, 1))
+    except DivergenceError:
+        pass
+    else:
+        raise AssertionError(f"{spec.name}: a step of 1e30 was accepted")
+    _assert_same(state, _state(booster), f"{spec.name}: state after a rejected round")
+    after = _optimizer_states(booster)
+    for saved, now in zip(optimizers, after, strict=True):
+        _assert_same(saved["state"], now["state"], f"{spec.name}: optimizer state")
+    assert booster.rounds == 1
+    groups = [g for opt in booster.learners.optimizers for g in opt.param_groups]
+    for group, rate in zip(groups, rates, strict=True):
+        group["lr"] = rate
+    booster.learn(*example_batch(spec, 2))
+    assert booster.rounds == 2 and all(torch.isfinite(p).all() for p in booster.parameters())
+
+
+def check_state_dict_resumes_exactly(spec: BoosterSpec) -> None:
+    booster = example_booster(spec, seed=0)
+    for seed in range(3):
+        booster.learn(*example_batch(spec, seed))
+    copy = example_booster(spec, seed=1)  # other initial weights: the state must overwrite them
+    copy.load_state_dict(booster.state_dict())
+    x, _ = example_batch(spec, 9)
+    _assert_same(booster.predict(x), copy.predict(x), f"{spec.name}: loaded prediction")
+    for seed in (3, 4):
+        a, b = booster.learn(*example_batch(spec, seed)), copy.learn(*example_batch(spec, seed))
+        _assert_same(a, b, f"{spec.name}: prediction of a round after loading")
+    _assert_same(booster.state_dict(), copy.state_dict(), f"{spec.name}: state after loading")
+
+
+def check_schedule_steps_once_per_round(spec: BoosterSpec) -> None:
+    def halve(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: 0.5 ** t)
+
+    booster = example_booster(spec, lr_scheduler=halve)
+    for seed in range(3):
+        booster.learn(*example_batch(spec, seed))
+    rate = booster.learners.optimizers[0].param_groups[0]["lr"]
+    assert abs(rate - 0.05 * 0.5 ** 3) < 1e-12, f"{spec.name}: rate {rate} after 3 rounds"
+
+
+def check_seeded_runs_are_identical(spec: BoosterSpec) -> None:
+    runs = []
+    for _ in range(2):
+        booster = example_booster(spec, seed=0)
+        for seed in range(3):
+            booster.learn(*example_batch(spec, seed))
+        runs.append(booster.state_dict())
+    _assert_same(runs[0], runs[1], f"{spec.name}: two seeded runs")
+
+
+#: Every check, in order.
+CHECKS: tuple[Callable[[BoosterSpec], None], ...] = (
+    check_learn_returns_scores, check_bad_input_changes_nothing,
+    check_failed_round_restores_everything, check_state_dict_resumes_exactly,
+    check_schedule_steps_once_per_round, check_seeded_runs_are_identical)
+
+
+def check_booster(spec: BoosterSpec) -> None:
+    """Run every check of :data:`CHECKS` on ``spec``; the first broken contract raises an
+    ``AssertionError`` naming it."""
+    for check in CHECKS:
+        check(spec)
