@@ -29,10 +29,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchboost.boosters.guards import check_round, guard_step
-from torchboost.boosters.round_snapshot import RoundSnapshot, Snapshot
+from torchboost.boosters.guards import check_round
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
+from torchboost.boosters.transaction import RoundTransaction
 from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
@@ -145,8 +145,8 @@ class Booster(nn.Module, ABC):
         self.standardizer: Standardizer | None = None
         #: examples in the current round's (global) batch
         self._round_size = 0
-        #: the buffers' copies a failed round restores (:meth:`_round_snapshot`)
-        self._snapshot = RoundSnapshot()
+        #: every round is all or nothing (:mod:`torchboost.boosters.transaction`)
+        self._transaction = RoundTransaction()
         #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
         #: boosters that predict their last partial sum, with ``stall_window`` examples a window
         self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window,
@@ -166,11 +166,10 @@ class Booster(nn.Module, ABC):
     #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
     _round_labels: Tensor | None = None
 
-    @property
-    def monitors_stall(self) -> bool:
-        """Whether the stall monitor applies: the prediction is the last of the partial sums
-        ``y^0..y^N`` a round computes for all learners."""
-        return type(self).combine is Booster.combine
+    #: whether the stall monitor applies: the prediction is the last of the partial sums
+    #: ``y^0..y^N`` a round computes for all learners (not for ResidualSGB's average, nor for
+    #: StagewiseGB's one stage at a time)
+    monitors_stall = True
 
     @property
     def n_learners(self) -> int:
@@ -256,15 +255,14 @@ class Booster(nn.Module, ABC):
     def _learn(self, x: Tensor, y: Tensor) -> Tensor:
         """The one round every booster runs: checks, :meth:`plan_round`, the numerical guards,
         the learners' step (all of them, or one stage's), :meth:`after_step` and the
-        book-keeping. Whatever raises inside leaves the booster as it was: its buffers (σ,
-        running sums, the learners' buffers) and random generator are restored, the guards
-        restore parameters and optimizer state."""
+        book-keeping, inside a :class:`~torchboost.boosters.transaction.RoundTransaction`:
+        whatever raises leaves the booster as it was."""
         x, z = self._checked_round_input(x, y)
         labels = z  # in the user's units, for :meth:`round_scores`
-        saved = self._round_snapshot()
-        try:
+        with self._transaction(self) as round_:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
                 x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
+                round_.on_commit(self.standardizer.commit)
             plan = self.plan_round(x, z)
             check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
             output_grad = self.learner_loss_grad(plan.h, plan.targets)
@@ -272,17 +270,10 @@ class Booster(nn.Module, ABC):
                 output_grad = output_grad * plan.weights
             if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
                 output_grad = output_grad * (x.shape[0] / self._round_size)
-            with guard_step(self.learners, plan.index):  # non-finite/absurd steps: raises
-                self.learners.step_outputs(plan.outputs, output_grad, index=plan.index,
-                                           sync=self.sync)
+            round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
             self.after_step(plan.h, plan.partials, z)
-        except BaseException:
-            self._restore_round_snapshot(saved)
-            raise
-        self.learners.step_schedules(plan.index)
+            round_.on_commit(lambda: self.learners.step_schedules(plan.index))
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
-        if self.standardizer is not None:
-            self.standardizer.commit()
         self._set_plain(_round_labels=labels)
         if self.stall is not None:
             symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size,
@@ -320,19 +311,6 @@ class Booster(nn.Module, ABC):
         partials = self.partial_sums(h, self.initial_prediction(x))
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
-
-    def _round_snapshot(self) -> tuple[Snapshot, Tensor | None]:
-        """Copies of every buffer (:class:`~torchboost.boosters.round_snapshot.RoundSnapshot`)
-        and of the random generator's state, for a failed round to restore."""
-        generator = vars(self).get("generator")  # a plain attribute (no Module lookup miss)
-        state = generator.get_state() if isinstance(generator, torch.Generator) else None
-        return self._snapshot.take(self), state
-
-    def _restore_round_snapshot(self, saved: tuple[Snapshot, Tensor | None]) -> None:
-        snapshot, state = saved
-        RoundSnapshot.restore(snapshot)
-        if state is not None:
-            self.generator.set_state(state)
 
     def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """Checked features and encoded labels of a round, and its (global) batch size in

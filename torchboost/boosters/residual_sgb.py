@@ -34,6 +34,9 @@ class ResidualSGB(Booster):
             losses that are not strongly convex (hinge, L1), where ``λ`` is a tuning parameter.
     """
 
+    #: the prediction averages the partial sums (Alg. 2 line 8): no stall monitor
+    monitors_stall = False
+
     config_keys = ("steps", "domain")
 
     def __init__(self, learners: Any, loss: Any = "absolute", *,

@@ -157,17 +157,15 @@ class SGB(Booster):
         return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) - scaled.cumsum(0)], dim=0)
 
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
-        """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there)."""
-        if self.targets == "newton":
-            return self.loss.newton(partials[:-1], z, self.hessian_floor)[0]
-        return self.loss.gradient(partials[:-1], z)
+        """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there), without weights."""
+        return self.learner_objective(h, partials, z)[0]
 
     def learner_objective(self, h: Tensor, partials: Tensor,
                           z: Tensor) -> tuple[Tensor, Tensor | None]:
         """Gradient targets, unweighted, or Newton targets with their Hessian weights."""
         if self.targets == "newton":
             return self.loss.newton(partials[:-1], z, self.hessian_floor)
-        return self.learner_targets(h, partials, z), None
+        return self.loss.gradient(partials[:-1], z), None
 
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:

@@ -1,5 +1,5 @@
 """A failed round restores every buffer, also those the module tree gained or replaced since the
-last round (the cached buffer list of :class:`~torchboost.boosters.round_snapshot.RoundSnapshot`
+last round (the cached buffer list of :class:`~torchboost.boosters.transaction.RoundSnapshot`
 is walked again)."""
 
 from __future__ import annotations
