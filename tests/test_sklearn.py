@@ -178,3 +178,22 @@ def test_defaults_the_boosters_rule_newton_targets_for_classifiers_and_schedules
         SGBRegressor(lr_schedule="step").fit(X, y * 1.0)
     again = pickle.loads(pickle.dumps(cosine))
     np.testing.assert_allclose(again.predict_proba(X[:5]), cosine.predict_proba(X[:5]))
+
+
+def test_dataframes_fit_name_their_columns_and_a_mismatch_is_refused():
+    pd = pytest.importorskip("pandas")
+    from torchboost.sklearn import SGBRegressor
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["age", "income", "height"])
+    target = frame["age"] * 2 + frame["income"]
+    reg = SGBRegressor(n_learners=3, max_passes=2, random_state=0).fit(frame, target)
+    assert reg.feature_names_in_.tolist() == ["age", "income", "height"]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        np.testing.assert_array_equal(reg.predict(frame), reg.predict(frame.to_numpy()))
+    with pytest.raises(ValueError, match=r"columns \['income', 'age', 'height'\] .* another order"):
+        reg.predict(frame[["income", "age", "height"]])
+    with pytest.raises(ValueError, match=r"missing \['height'\], unexpected \['weight'\]"):
+        reg.predict(frame.rename(columns={"height": "weight"}))
+    with pytest.raises(ValueError, match="another order"):  # and partial_fit the same
+        reg.partial_fit(frame[["income", "age", "height"]], target)

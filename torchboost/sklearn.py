@@ -193,8 +193,27 @@ class _StreamingBoosting(BaseEstimator):
         """Nothing to check for a regressor."""
 
     def _validate(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        if not reset:
+            self._check_columns(X)
         return validate_data(self, X, y, reset=reset, dtype=[np.float64, np.float32],
                              y_numeric=not isinstance(self, ClassifierMixin))
+
+    def _check_columns(self, X: Any) -> None:
+        """A DataFrame whose columns differ from ``feature_names_in_`` (other names, or the same
+        in another order) is refused with both lists (scikit-learn's own message names neither
+        for a reordering)."""
+        expected = getattr(self, "feature_names_in_", None)
+        columns = getattr(X, "columns", None)
+        if expected is None or columns is None:
+            return
+        given = [str(c) for c in columns]
+        if given != list(expected):
+            missing = [c for c in expected if c not in given]
+            extra = [c for c in given if c not in set(expected)]
+            detail = (f"missing {missing}, unexpected {extra}" if missing or extra
+                      else "the same names in another order")
+            raise ValueError(f"X has columns {given} but the estimator was fitted on "
+                             f"{list(expected)} ({detail}); pass the columns as in fit")
 
     def _start(self, X: np.ndarray, y: np.ndarray, classes: Any,
                rounds: int | None = None) -> None:
@@ -245,6 +264,7 @@ class _StreamingBoosting(BaseEstimator):
     def _scores(self, X: Any) -> np.ndarray:
         """The booster's raw outputs ``(n, m)`` as float64 numpy."""
         check_is_fitted(self, "booster_")
+        self._check_columns(X)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         predictor = self._predictor()
         x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, device=self.device,
@@ -253,6 +273,20 @@ class _StreamingBoosting(BaseEstimator):
             out = [predictor.predict(x[i:i + _PREDICT_CHUNK])
                    for i in range(0, x.shape[0], _PREDICT_CHUNK)]
         return torch.cat(out).to("cpu", torch.float64).numpy()
+
+    def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
+        """The fitted model as a plain ``nn.Module`` on float features ``(n, n_features_in_)``
+        (:func:`torchboost.export.export_booster`, with this estimator's feature scaling and, for
+        the regressor, its target scaling folded in): scores ``(n, m)`` as :meth:`predict`
+        computes them before the final step (the regressor's predictions in column 0); for the
+        classifier ``output="proba"`` gives :meth:`predict_proba` and ``"label"`` indices into
+        ``classes_``."""
+        check_is_fitted(self, "booster_")
+        from torchboost.export import export_booster
+        outputs = ((self.y_mean_, self.y_scale_) if hasattr(self, "y_scale_") else None)
+        return export_booster(self.booster_, n_learners, output,  # type: ignore[arg-type]
+                              inputs=(torch.as_tensor(self.x_mean_), torch.as_tensor(
+                                  self.x_scale_)), outputs=outputs)
 
     def _predictor(self) -> Booster:
         """The booster that predicts: ``booster_`` itself in float64, else a float64 copy of it

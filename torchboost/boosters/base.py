@@ -175,6 +175,24 @@ class Booster(nn.Module, ABC):
     def n_learners(self) -> int:
         return len(self.learners)
 
+    @property
+    def prediction_learners(self) -> int:
+        """How many learners :meth:`predict` uses by default (all of them)."""
+        return self.n_learners
+
+    def combination_weights(self, n_learners: int) -> Tensor | None:
+        """``w (k,)`` when :meth:`predict`'s scores of the first ``k`` learners are
+        ``y^0 + Σ_{i<k} w_i h_i`` (what :meth:`export` folds in); ``None`` (default) when they
+        are not, and the booster cannot be exported."""
+        return None
+
+    def export(self, n_learners: int | None = None, output: str = "scores") -> nn.Module:
+        """:meth:`predict` as a plain ``nn.Module`` to deploy (:func:`torchboost.export.
+        export_booster`): no checks or guards, ready for ``torch.export``, ``torch.compile`` and
+        ONNX."""
+        from torchboost.export import export_booster
+        return export_booster(self, n_learners, output)  # type: ignore[arg-type]
+
     # --- the algorithm-specific pieces -------------------------------------------------------
     @abstractmethod
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:

@@ -167,6 +167,12 @@ class SGB(Booster):
             return self.loss.newton(partials[:-1], z, self.hessian_floor)
         return self.loss.gradient(partials[:-1], z), None
 
+    def combination_weights(self, n_learners: int) -> Tensor:
+        """``−η_i`` of the first ``k`` learners (Alg. 1 line 6: ``y^k = y0 − Σ η_i h_i``)."""
+        if self.step_rule is None:
+            return torch.full((n_learners,), -self.step)
+        return -self.step_rule.steps()[:n_learners].detach().clone()
+
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
         """A learned step: one :class:`StepSizeAdam` step on ``∂ℓ(y^i)/∂η_i = −∇ℓ(y^i)·h_i``,

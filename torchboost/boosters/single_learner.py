@@ -60,6 +60,10 @@ class SingleLearner(Booster):
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) + h])
 
+    def combination_weights(self, n_learners: int) -> Tensor:
+        """``y0 + h``: the one learner's weight 1."""
+        return torch.ones(n_learners)
+
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """The descent direction ``−∇ℓ(y0 + h(x))`` (reported in the diagnostics)."""
         return -self.loss.gradient(partials[1:], z)

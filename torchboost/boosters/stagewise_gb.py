@@ -82,10 +82,15 @@ class StagewiseGB(SGB):
         return Round(output.unsqueeze(0), h[-1:], partials[-2:], partials[-1], target, weights,
                      first=i, index=i)
 
+    @property
+    def prediction_learners(self) -> int:
+        """The learners trained so far (stages ``0..stage``)."""
+        return int(self.stage) + 1
+
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """Prediction with the learners trained so far (stages ``0..stage``) by default."""
-        return super().predict(x, int(self.stage) + 1 if n_learners is None else n_learners)
+        return super().predict(x, self.prediction_learners if n_learners is None else n_learners)
 
     def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """Learners ``0..k−1``: the frozen ones (``0..stage−1``) in one stacked call
