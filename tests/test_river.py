@@ -4,6 +4,7 @@ protocol, and a selection of river's estimator checks."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("river")
 
@@ -100,3 +101,17 @@ def test_river_defaults_newton_targets_the_rule_and_the_open_ended_schedule() ->
     assert rate == pytest.approx(2e-2 * (1 + 10 / 300) ** -0.5)
     with pytest.raises(ValueError, match="use lr_schedule='decay'"):
         SGBRegressor(lr_schedule="cosine")
+
+
+def test_a_river_model_exports_what_it_predicts() -> None:
+    model = SGBRegressor(n_learners=3, batch_size=8)
+    with pytest.raises(ValueError, match="before the first boosting round"):
+        model.export()
+    rows = [{"b": float(i % 7), "a": float(i % 3) - 1.0} for i in range(64)]
+    for x in rows:
+        model.learn_one(x, 2.0 * x["a"] + x["b"])
+    assert model.features == ["a", "b"]
+    module = model.export()
+    tensor = torch.tensor([[x["a"], x["b"]] for x in rows[:10]])
+    expected = [model.predict_one(x) for x in rows[:10]]
+    assert module(tensor)[:, 0].tolist() == pytest.approx(expected, rel=1e-5, abs=1e-5)

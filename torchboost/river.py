@@ -172,6 +172,16 @@ class _RiverBoosting:
         for row, label in zip(vectors, labels, strict=True):
             self._add(row, label)
 
+    def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
+        """The model learnt so far as a plain ``nn.Module`` (:func:`torchboost.export.
+        export_booster`) on float rows ``(n, len(features))`` whose columns follow
+        :attr:`features`: scores ``(n, m)`` (the regressor's predictions in column 0), or for
+        the classifier ``output="proba"`` / ``"label"`` (indices into its classes)."""
+        if self.booster_ is None:
+            raise ValueError("nothing to export before the first boosting round (learn_one "
+                             "fills a buffer of batch_size examples first)")
+        return self.booster_.export(n_learners, output)
+
     # --- prediction --------------------------------------------------------------------------
     def _tensor(self, rows: list[list[float]]) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch_dtype(self.dtype), device=self.device)
