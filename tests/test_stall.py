@@ -126,7 +126,7 @@ def test_stall_window_none_switches_the_monitor_off():
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=None,
                   optimizer_kwargs={"lr": 0.0}, optimizer=torch.optim.SGD)
     assert booster.stall is None and stream(booster, y=Y + 3.0) == []
-    with pytest.raises(ValueError, match="stall window"):
+    with pytest.raises(ValueError, match="stall_window must be an integer >= 1, got 0"):
         SGB(lambda: TwoLayerNet(5, 4), n_learners=2, stall_window=0)
 
 

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.guards import check_round
+from torchboost.boosters.params import positive_float, positive_int
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.transaction import RoundTransaction
@@ -110,8 +111,13 @@ class Booster(nn.Module, ABC):
         lr_output_scale: float = 1.0,
     ) -> None:
         super().__init__()
+        if n_learners is not None:
+            n_learners = positive_int("n_learners", n_learners)
+        if stall_window is not None:
+            stall_window = positive_int("stall_window", stall_window)
+        lr_output_scale = positive_float("lr_output_scale", lr_output_scale)
         self.loss = get_loss(loss)
-        self.out_dim = self.loss.output_dim(n_outputs)
+        self.out_dim = self.loss.output_dim(positive_int("n_outputs", n_outputs))
         if isinstance(learners, WeakLearners):
             if n_learners is not None and n_learners != len(learners):
                 raise ValueError(f"n_learners={n_learners} but the container has {len(learners)}")

@@ -16,6 +16,7 @@ from torchboost.boosters.default_lr import (
     newton_output_scale,
     with_default_lr,
 )
+from torchboost.boosters.params import flag, positive_float
 from torchboost.boosters.scaling import Standardizer
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
@@ -109,7 +110,7 @@ class SGB(Booster):
             newton_step = 0.5 if step is None or step == "learned" else float(step)
             options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
         super().__init__(learners, loss, **options)
-        self.standardize = bool(standardize)
+        self.standardize = flag("standardize", standardize)
         if self.standardize:
             self.standardizer = Standardizer(targets=not self.loss.is_classifier)
         if targets not in ("gradient", "newton"):
@@ -117,16 +118,14 @@ class SGB(Booster):
         if targets == "newton" and not self.loss.has_hessian:
             raise ValueError(f"targets='newton' needs a twice-differentiable loss; "
                              f"{self.loss.name} has no Hessian (use targets='gradient')")
-        if not (math.isfinite(hessian_floor) and hessian_floor > 0):
-            raise ValueError(f"hessian_floor must be finite and > 0, got {hessian_floor}")
         self.targets: Targets = targets
-        self.hessian_floor = float(hessian_floor)
+        self.hessian_floor = positive_float("hessian_floor", hessian_floor)
         learned = step == "learned"
         if step is None or learned:
             step = self.default_step()
-        if isinstance(step, str) or not (math.isfinite(step) and step > 0):
+        if isinstance(step, str):
             raise ValueError(f"step must be a finite number > 0 or 'learned', got {step!r}")
-        self.step = float(step)
+        self.step = positive_float("step", step)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
