@@ -21,8 +21,10 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -600,6 +602,24 @@ class Booster(nn.Module, ABC):
             for key in vars(cls).get("config_keys", ()):
                 out[key] = _describe(getattr(self, key))
         return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> Any:
+        """Load a saved state, all or nothing: a state that does not fit — saved by a booster
+        configured differently, with learners of another architecture, with keys missing —
+        raises a ``ValueError`` and leaves this booster exactly as it was (parameters,
+        optimizer and schedule state, buffers, counters, mode)."""
+        backup = copy.deepcopy(self.state_dict())
+        try:
+            return super().load_state_dict(state_dict, strict, assign)
+        except BaseException as err:
+            super().load_state_dict(backup)
+            if isinstance(err, RuntimeError) and "size mismatch" in str(err):
+                raise ValueError(
+                    "the state does not fit this booster (nothing was loaded): its tensors have "
+                    "other shapes, so its learners have another architecture; build the booster "
+                    f"with the learners it was saved with. {err}") from err
+            raise
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:

@@ -71,10 +71,12 @@ class CorruptCheckpointError(RuntimeError):
 
 def check_checkpoint(path: str | os.PathLike[str]) -> None:
     """Raise :class:`CorruptCheckpointError` unless ``path`` is an intact ``torch.save`` file:
-    a complete zip archive whose every member passes its CRC check (a truncated file, and a
-    flipped bit that ``torch.load`` would read without complaint, both fail). Files in torch's
-    legacy (non-zip) format are checked by loading them. A missing file raises
-    ``FileNotFoundError``."""
+    a complete zip archive whose every member passes its CRC check (a truncated file, a
+    zero-filled one, and a flipped bit that ``torch.load`` would read without complaint all
+    fail). Files in torch's legacy (non-zip) format are checked by loading them with
+    ``weights_only=True``: a check never runs the pickled code of the file it checks, so a
+    legacy file holding other objects than tensors and plain containers is refused (re-save it
+    in the default format). A missing file raises ``FileNotFoundError``."""
     target = Path(path)
     size = target.stat().st_size  # FileNotFoundError for a missing file
     if size == 0:
@@ -86,12 +88,29 @@ def check_checkpoint(path: str | os.PathLike[str]) -> None:
             if bad is not None:
                 raise CorruptCheckpointError(path, f"member {bad!r} fails its CRC check")
             return
-        torch.load(target, map_location="cpu", weights_only=False)
+        if _only_zero_bytes(target):
+            raise CorruptCheckpointError(path, f"all its {size} bytes are zero, as a power loss "
+                                               "during a write can leave a file")
+        torch.load(target, map_location="cpu", weights_only=True)
     except CorruptCheckpointError:
         raise
-    except (OSError, EOFError, RuntimeError, ValueError, zipfile.BadZipFile,
-            pickle.UnpicklingError) as error:
-        raise CorruptCheckpointError(path, f"{type(error).__name__}: {error}") from error
+    except pickle.UnpicklingError as error:
+        raise CorruptCheckpointError(
+            path, "a legacy-format file that cannot be read without running its pickled code "
+                  f"({str(error).splitlines()[0]}); a check never runs it: re-save the "
+                  "checkpoint with torch.save in the default (zip) format") from error
+    except Exception as error:  # any other failure to read it: not an intact checkpoint
+        raise CorruptCheckpointError(path, f"{type(error).__name__}: "
+                                           f"{str(error).splitlines()[0]}") from error
+
+
+def _only_zero_bytes(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether every byte of ``path`` is zero, read a megabyte at a time."""
+    with open(path, "rb") as file:
+        while block := file.read(chunk):
+            if block.count(0) != len(block):
+                return False
+    return True
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
