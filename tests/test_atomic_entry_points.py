@@ -103,3 +103,98 @@ def test_checking_a_legacy_checkpoint_never_runs_its_code(tmp_path):
     torch.save({"state_dict": {"w": torch.ones(3)}, "epoch": 2}, plain,
                _use_new_zipfile_serialization=False)
     check_checkpoint(plain)
+
+
+# --- scikit-learn estimators: a refused fit or partial_fit leaves the estimator as it was -------
+def _sk_data(n: int = 60, d: int = 3, seed: int = 0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, X[:, 0] - X[:, 1]
+
+
+def _sk_attributes(estimator) -> dict:
+    import numpy as np
+    out = {}
+    for key, value in estimator.__dict__.items():
+        if key.endswith("_") and not key.startswith("_"):
+            out[key] = value.copy() if isinstance(value, np.ndarray) else value
+    return out
+
+
+def _sk_same(a: dict, b: dict) -> bool:
+    import numpy as np
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] is b[k] or a[k] == b[k]
+        for k in a)
+
+
+def test_a_refused_refit_keeps_the_previous_fit():
+    import numpy as np
+    pytest.importorskip("sklearn")
+    from torchboost.sklearn import SGBClassifier, SGBRegressor
+
+    X, y = _sk_data()
+    reg = SGBRegressor(n_learners=2, max_passes=2, random_state=0, n_threads=1).fit(X, y)
+    before, prediction = _sk_attributes(reg), reg.predict(X)
+    booster_state = copy.deepcopy(reg.booster_.state_dict())
+    wider, _ = _sk_data(d=5, seed=1)
+    with pytest.raises(ValueError, match="max_passes must be an int"):
+        reg.set_params(max_passes=0).fit(wider * 100, y)
+    assert _sk_same(before, _sk_attributes(reg)) and reg.n_features_in_ == 3
+    assert np.array_equal(reg.predict(X), prediction)
+    assert _same(booster_state, reg.booster_.state_dict())
+
+    labels = np.where(X[:, 0] > 0, "a", "b")
+    clf = SGBClassifier(n_learners=2, max_passes=2, random_state=0, n_threads=1).fit(X, labels)
+    before, prediction = _sk_attributes(clf), clf.predict(X)
+    three = np.array(["a", "b", "c"])[np.arange(60) % 3]
+    with pytest.raises(ValueError, match="loss='logistic' does not fit 3 classes"):
+        clf.set_params(loss="logistic").fit(X[:, ::-1] * 7, three)
+    assert _sk_same(before, _sk_attributes(clf)) and clf.classes_.tolist() == ["a", "b"]
+    assert np.array_equal(clf.predict(X), prediction)
+
+
+def test_a_refused_first_partial_fit_leaves_the_estimator_unfitted():
+    import numpy as np
+    pytest.importorskip("sklearn")
+    from sklearn.exceptions import NotFittedError
+
+    from torchboost.sklearn import SGBClassifier
+
+    X, _ = _sk_data(n=8)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    clf = SGBClassifier(n_learners=2, random_state=0, n_threads=1)
+    with pytest.raises(ValueError, match=r"labels \[2\] are not among classes_ \[0, 1\]"):
+        clf.partial_fit(X, labels, classes=[0, 1])
+    assert _sk_attributes(clf) == {}
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+    clf.partial_fit(X, labels, classes=[0, 1, 2])  # the corrected call is accepted
+    assert clf.classes_.tolist() == [0, 1, 2] and clf.booster_.rounds == 1
+
+
+def test_hidden_zero_is_refused_naming_it():
+    pytest.importorskip("sklearn")
+    from torchboost.sklearn import SGBRegressor
+
+    X, y = _sk_data()
+    reg = SGBRegressor(hidden=0, n_learners=2, max_passes=1)
+    with pytest.raises(ValueError, match="hidden must be an integer >= 1, got 0"):
+        reg.fit(X, y)
+    assert _sk_attributes(reg) == {}
+
+
+def test_huge_features_and_targets_are_scaled_not_overflowed():
+    import numpy as np
+    pytest.importorskip("sklearn")
+    from torchboost.sklearn import SGBRegressor
+
+    X, y = _sk_data()
+    options = dict(n_learners=2, max_passes=3, random_state=0, n_threads=1)
+    plain = SGBRegressor(**options).fit(X, y)
+    huge_x = SGBRegressor(**options).fit(X * 1e200, y)
+    assert np.all(np.isfinite(huge_x.x_scale_)) and np.all(huge_x.x_scale_ > 1e199)
+    np.testing.assert_allclose(huge_x.predict(X * 1e200), plain.predict(X), rtol=1e-4, atol=1e-5)
+    huge_y = SGBRegressor(**options).fit(X, y * 1e300)
+    np.testing.assert_allclose(huge_y.predict(X) / 1e300, plain.predict(X), rtol=1e-4, atol=1e-5)

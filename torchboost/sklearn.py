@@ -51,6 +51,8 @@ Examples:
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -75,11 +77,22 @@ from torchboost._adapters import (
     torch_dtype,
 )
 from torchboost.boosters import Booster
+from torchboost.params import positive_int
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
 _STD_FLOOR = 1e-8
 _PREDICT_CHUNK = 8192
+
+
+def _mean_and_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations in float64 that do not overflow for finite values
+    of any size: each column is divided by its largest magnitude first (``np.std`` of values
+    near 1e200 squares them to inf)."""
+    top = np.abs(X).max(0).astype(np.float64) if X.shape[0] else np.ones(X.shape[1])
+    top = np.where(top > 0, top, 1.0)
+    scaled = X / top
+    return scaled.mean(0, dtype=np.float64) * top, scaled.std(0, dtype=np.float64) * top
 
 
 class _StreamingBoosting(BaseEstimator):
@@ -151,13 +164,30 @@ class _StreamingBoosting(BaseEstimator):
         raise NotImplementedError
 
     # --- fitting -----------------------------------------------------------------------------
+    @contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """Restores every fitted attribute (``booster_``, ``classes_``, ``n_features_in_``, the
+        scaling, …) when the block raises — a refused or interrupted ``fit`` or ``partial_fit``
+        leaves the estimator as it was; the booster's own ``learn`` is all-or-nothing too."""
+        saved = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
     def fit(self, X: Any, y: Any) -> Any:
-        """Build a fresh booster and stream ``max_passes`` seeded passes over ``(X, y)``."""
+        """Build a fresh booster and stream ``max_passes`` seeded passes over ``(X, y)``; if it
+        raises (or is interrupted) the estimator keeps its previous fit."""
+        positive_int("max_passes", self.max_passes)
+        positive_int("batch_size", self.batch_size)
+        with self._all_or_nothing():
+            self._fit(X, y)
+        return self
+
+    def _fit(self, X: Any, y: Any) -> None:
         X, y = self._validate(X, y, reset=True)
-        if not (isinstance(self.max_passes, int | np.integer) and self.max_passes >= 1):
-            raise ValueError(f"max_passes must be an int >= 1, got {self.max_passes!r}")
-        if not (isinstance(self.batch_size, int | np.integer) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be an int >= 1, got {self.batch_size!r}")
         with threads(self.n_threads):
             rounds = self.max_passes * -(-X.shape[0] // self.batch_size)
             self._start(X, y, classes=None, rounds=rounds)
@@ -170,11 +200,16 @@ class _StreamingBoosting(BaseEstimator):
                     rows = order[start:start + self.batch_size]
                     self.booster_.learn(x[rows], z[rows])
         self.n_iter_ = self.max_passes
-        return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> Any:
         """One streaming round on the mini-batch ``(X, y)`` (building the booster first if
-        needed; a classifier's first call needs ``classes``)."""
+        needed; a classifier's first call needs ``classes``); if it raises, the estimator is
+        left as it was (a refused first call leaves it unfitted)."""
+        with self._all_or_nothing():
+            self._partial_fit(X, y, classes)
+        return self
+
+    def _partial_fit(self, X: Any, y: Any, classes: Any) -> None:
         first = not hasattr(self, "booster_")
         X, y = self._validate(X, y, reset=first)
         if first:
@@ -187,7 +222,6 @@ class _StreamingBoosting(BaseEstimator):
             self._check_partial_classes(classes)
         with threads(self.n_threads):
             self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
-        return self
 
     def _check_partial_classes(self, classes: Any) -> None:
         """Nothing to check for a regressor."""
@@ -221,8 +255,7 @@ class _StreamingBoosting(BaseEstimator):
         ``fit`` will run, for a cosine schedule; ``None`` for ``partial_fit``)."""
         self._set_classes(y, classes)
         if self.standardize:
-            self.x_mean_ = X.mean(0, dtype=np.float64)
-            std = X.std(0, dtype=np.float64)
+            self.x_mean_, std = _mean_and_std(X)
             self.x_scale_ = np.where(std > _STD_FLOOR, std, 1.0)
         else:
             self.x_mean_ = np.zeros(X.shape[1])
@@ -340,9 +373,9 @@ class SGBRegressor(RegressorMixin, _StreamingBoosting):
 
     def _set_target_statistics(self, y: np.ndarray) -> None:
         if self.standardize:
-            std = float(np.std(y, dtype=np.float64))
-            self.y_mean_ = float(np.mean(y, dtype=np.float64))
-            self.y_scale_ = std if std > _STD_FLOOR else 1.0
+            mean, std = _mean_and_std(y[:, None])
+            self.y_mean_ = float(mean[0])
+            self.y_scale_ = float(std[0]) if std[0] > _STD_FLOOR else 1.0
         else:
             self.y_mean_, self.y_scale_ = 0.0, 1.0
 

@@ -32,7 +32,6 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.guards import check_round
-from torchboost.boosters.params import positive_float, positive_int
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.transaction import RoundTransaction
@@ -40,6 +39,7 @@ from torchboost.distributed import Synchronizer
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
+from torchboost.params import positive_float, positive_int
 
 __all__ = ["Y0", "Booster", "Round"]
 

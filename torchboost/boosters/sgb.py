@@ -16,8 +16,8 @@ from torchboost.boosters.default_lr import (
     newton_output_scale,
     with_default_lr,
 )
-from torchboost.boosters.params import flag, positive_float
 from torchboost.boosters.scaling import Standardizer
+from torchboost.params import flag, positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
 

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from torchboost.params import positive_int
+
 __all__ = ["BoundedOutput", "ConvNet", "TwoLayerNet"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -31,6 +33,9 @@ class TwoLayerNet(nn.Sequential):
                  activation: str = "sigmoid") -> None:
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be in {sorted(_ACTIVATIONS)}, got {activation!r}")
+        in_features = positive_int("in_features", in_features)
+        hidden = positive_int("hidden", hidden)
+        out_features = positive_int("out_features", out_features)
         super().__init__(
             nn.Flatten(),
             nn.Linear(in_features, hidden),

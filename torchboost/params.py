@@ -1,6 +1,6 @@
-"""Hyper-parameter rules shared by the boosters: each refuses a bad value at construction with a
-``ValueError`` naming the parameter, its value and what is allowed — never a silent coercion
-(``stall_window=2.5`` is not 2, ``step=True`` is not 1.0).
+"""Hyper-parameter rules shared by the boosters and the learners: each refuses a bad value at
+construction with a ``ValueError`` naming the parameter, its value and what is allowed — never
+a silent coercion (``stall_window=2.5`` is not 2, ``step=True`` is not 1.0).
 
 >>> positive_int("n_learners", 1.5)
 Traceback (most recent call last):
