@@ -198,3 +198,70 @@ def test_huge_features_and_targets_are_scaled_not_overflowed():
     np.testing.assert_allclose(huge_x.predict(X * 1e200), plain.predict(X), rtol=1e-4, atol=1e-5)
     huge_y = SGBRegressor(**options).fit(X, y * 1e300)
     np.testing.assert_allclose(huge_y.predict(X) / 1e300, plain.predict(X), rtol=1e-4, atol=1e-5)
+
+
+# --- river estimators: a bad example is refused at learn_one, naming it, and costs nothing ------
+@pytest.mark.parametrize("bad", [float("nan"), None, "3.5 cm", float("inf")])
+def test_river_refuses_a_bad_feature_at_learn_one_and_keeps_the_good_examples(bad):
+    pytest.importorskip("river")
+    from torchboost.river import SGBRegressor
+
+    model = SGBRegressor(n_learners=2, batch_size=3, n_threads=1)
+    with pytest.raises(ValueError, match=r"feature 'b' is .*nothing was learnt"):
+        model.learn_one({"a": 1.0, "b": bad}, 1.0)  # the very first example
+    assert model.features is None and model.n_pending == 0
+    model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    model.learn_one({"a": 2.0, "b": 1.0}, 2.0)
+    with pytest.raises(ValueError, match="feature 'b'"):
+        model.learn_one({"a": 3.0, "b": bad}, 3.0)
+    with pytest.raises(ValueError, match=r"label .* is not a finite number"):
+        model.learn_one({"a": 3.0, "b": 3.0}, bad if bad != "3.5 cm" else "x")
+    assert model.n_pending == 2 and model.booster_ is None and model.features == ["a", "b"]
+    model.learn_one({"a": 3.0, "b": 0.0}, 3.0)  # the third good example makes the round
+    assert model.n_pending == 0 and model.booster_.rounds == 1
+    assert model.booster_.samples_seen == 3
+
+
+def test_river_learn_many_checks_every_row_first():
+    pytest.importorskip("river")
+    pd = pytest.importorskip("pandas")
+    from torchboost.river import SGBClassifier
+
+    model = SGBClassifier(n_learners=2, batch_size=4, n_threads=1)
+    model.learn_one({"a": 0.0, "b": 1.0}, True)
+    frame = pd.DataFrame({"a": [1.0, 2.0, float("nan")], "b": [0.0, 1.0, 2.0]})
+    with pytest.raises(ValueError, match=r"row 2: feature 'a' is nan"):
+        model.learn_many(frame, pd.Series([True, False, True]))
+    with pytest.raises(ValueError, match=r"row 1: feature 'b' is 'x', not a number"):
+        model.learn_many([{"a": 1.0, "b": 2.0}, {"a": 1.0, "b": "x"}], [True, False])
+    assert model.n_pending == 1 and model.booster_ is None
+    model.learn_many(frame.iloc[:2], pd.Series([True, False]))
+    assert model.n_pending == 3
+
+
+def test_river_keeps_the_buffer_when_a_round_fails():
+    pytest.importorskip("river")
+    from torchboost.river import SGBRegressor
+
+    model = SGBRegressor(n_learners=2, batch_size=2, n_threads=1)
+    model.learn_one({"a": 1.0}, 1.0)
+    model.learn_one({"a": 2.0}, 2.0)
+    rounds = model.booster_.rounds
+    model.learn_one({"a": 1e39}, 1.0)  # finite here, but it overflows the float32 learners
+    with pytest.raises(ValueError, match="float32"):
+        model.learn_one({"a": 1.0}, 1.0)
+    assert model.n_pending == 2 and model.booster_.rounds == rounds
+
+
+def test_finite_float64_features_that_overflow_float32_are_named_as_such():
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    x[2, 1] = 1e39
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(ValueError, match=r"rows \[2\] are finite in torch.float64 but overflow "
+                                         r"the learners' torch.float32 \(largest magnitude 1e\+39"):
+        booster.learn(x, torch.randn(4))
+    x[2, 1] = float("inf")
+    with pytest.raises(ValueError, match=r"features contain NaN or inf \(rows \[2\]\)"):
+        booster.learn(x, torch.randn(4))
+    assert _same(before, booster.state_dict()) and booster.rounds == 0

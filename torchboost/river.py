@@ -42,6 +42,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -60,11 +61,61 @@ from torchboost.boosters import Booster
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
 
-def _rows(X: Any) -> tuple[list[Hashable], np.ndarray] | list[dict[Hashable, Any]]:
-    """A DataFrame as (columns, values), or a sequence of dicts as a list."""
+def _number(name: Hashable, value: Any) -> float:
+    """A feature's value as a finite float, or a ``ValueError`` naming the feature."""
+    if isinstance(value, np.generic):
+        value = value.item()  # shown as 1.5, not np.float64(1.5)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"feature {name!r} is {value!r}, not a number: encode it (e.g. "
+                         "river's preprocessing.OneHotEncoder) or drop it; nothing was "
+                         "learnt from this example") from None
+    if not math.isfinite(number):
+        raise ValueError(f"feature {name!r} is {value!r}: NaN and inf cannot be learnt; impute "
+                         "it (e.g. river's preprocessing.StatImputer) or drop the example; "
+                         "nothing was learnt from it")
+    return number
+
+
+def _rows(X: Any, features: list[Hashable] | None) -> tuple[list[Hashable], list[list[float]]]:
+    """The feature names (``features``, or those of the first row if ``None``) and every row of
+    ``X`` (a pandas ``DataFrame`` or a sequence of dicts) as finite floats in their order; a
+    bad value raises naming its feature (and its row)."""
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):
-        return list(X.columns), X.to_numpy(dtype=np.float64)
-    return list(X)
+        columns = list(X.columns)
+        names = features if features is not None else sorted(columns, key=str)
+        if X.shape[0] == 0:
+            return names, []
+        matrix = np.zeros((X.shape[0], len(names)))
+        for j, name in enumerate(names):
+            if name in set(columns):
+                matrix[:, j] = _finite_column(name, X[name].to_numpy())
+        return names, matrix.tolist()
+    rows = list(X)
+    if not rows:
+        return features or [], []
+    names = features if features is not None else sorted(rows[0], key=str)
+    return names, [[_checked(name, x.get(name, 0.0), i) for name in names]
+                   for i, x in enumerate(rows)]
+
+
+def _finite_column(name: Hashable, column: np.ndarray) -> np.ndarray:
+    """A DataFrame column as finite float64, or the error of its first bad value."""
+    try:
+        values = column.astype(np.float64)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or not np.isfinite(values).all():
+        values = np.array([_checked(name, value, i) for i, value in enumerate(column)])
+    return values
+
+
+def _checked(name: Hashable, value: Any, row: int) -> float:
+    try:
+        return _number(name, value)
+    except ValueError as error:
+        raise ValueError(f"row {row}: {error}") from None
 
 
 class _RiverBoosting:
@@ -118,19 +169,13 @@ class _RiverBoosting:
         return len(self._x)
 
     def _vector(self, x: dict[Hashable, Any]) -> list[float]:
-        if self.features is None:
-            self.features = sorted(x, key=str)
-        return [float(x.get(name, 0.0)) for name in self.features]
-
-    def _add(self, row: list[float], y: Any) -> None:
-        self._encode([y])  # an unknown label raises now, not at the round
-        self._x.append(row)
-        self._y.append(y)
-        if len(self._x) >= self.batch_size:
-            self.flush()
+        """``x`` as finite floats in the order of :attr:`features` (which must be fixed)."""
+        assert self.features is not None
+        return [_number(name, x.get(name, 0.0)) for name in self.features]
 
     def flush(self) -> None:
-        """Run one round on the buffered examples now (however few)."""
+        """Run one round on the buffered examples now (however few). If the round raises, the
+        booster is as it was and the examples stay buffered."""
         if not self._x:
             return
         if self.booster_ is None:
@@ -145,32 +190,47 @@ class _RiverBoosting:
                 lr_scheduler=lr_schedule_factory(self.lr_schedule, None))
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
-        self._x, self._y = [], []
         with threads(self.n_threads):
             self.booster_.learn(x, y)
+        self._x, self._y = [], []
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
-        """Buffer ``(x, y)``; a full buffer is one boosting round."""
-        self._add(self._vector(x), y)
+        """Buffer ``(x, y)``; a full buffer is one boosting round. A feature that is not a
+        finite number, or an unknown or non-finite label, raises a ``ValueError`` naming it
+        before anything is buffered (the first example's names are kept only if it is
+        accepted)."""
+        features = self.features if self.features is not None else sorted(x, key=str)
+        try:  # the common case fast; the checks name the bad feature
+            row = [float(x.get(name, 0.0)) for name in features]
+            good = math.isfinite(sum(row))
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            row = [_number(name, x.get(name, 0.0)) for name in features]
+        self._encode([y])  # an unknown or non-finite label raises now, not at the round
+        self.features = features
+        self._buffer(row, y)
+
+    def _buffer(self, row: list[float], y: Any) -> None:
+        self._x.append(row)
+        self._y.append(y)
+        if len(self._x) >= self.batch_size:
+            self.flush()
 
     def learn_many(self, X: Any, y: Any) -> None:
         """Buffer every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts) with its
-        label in ``y``; each full buffer is one round."""
-        rows = _rows(X)
+        label in ``y``; each full buffer is one round. Every row and label is checked before any
+        is buffered: a bad one raises naming its feature and row, and nothing is learnt."""
         labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
-        if isinstance(rows, tuple):
-            columns, values = rows
-            if self.features is None:
-                self.features = sorted(columns, key=str)
-            position = {name: i for i, name in enumerate(columns)}
-            index = [position.get(name) for name in self.features]
-            vectors = [[float(v[i]) if i is not None else 0.0 for i in index] for v in values]
-        else:
-            vectors = [self._vector(x) for x in rows]
+        features, vectors = _rows(X, self.features)
         if len(vectors) != len(labels):
             raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
+        if not vectors:
+            return
+        self._encode(labels)  # an unknown or non-finite label raises now, not at the round
+        self.features = features
         for row, label in zip(vectors, labels, strict=True):
-            self._add(row, label)
+            self._buffer(row, label)
 
     def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
         """The model learnt so far as a plain ``nn.Module`` (:func:`torchboost.export.
@@ -184,20 +244,15 @@ class _RiverBoosting:
 
     # --- prediction --------------------------------------------------------------------------
     def _tensor(self, rows: list[list[float]]) -> torch.Tensor:
-        return torch.tensor(rows, dtype=torch_dtype(self.dtype), device=self.device)
+        """Rows as float64 (the booster casts them to its learners' dtype, and says so when a
+        value overflows that dtype)."""
+        return torch.tensor(rows, dtype=torch.float64, device=self.device)
 
     def _scores_many(self, X: Any) -> np.ndarray | None:
         """Raw booster outputs ``(n, m)`` for ``X`` (``None`` before the first round)."""
         if self.booster_ is None:
             return None
-        rows = _rows(X)
-        if isinstance(rows, tuple):
-            columns, values = rows
-            position = {name: i for i, name in enumerate(columns)}
-            index = [position.get(name) for name in self.features or []]
-            vectors = [[float(v[i]) if i is not None else 0.0 for i in index] for v in values]
-        else:
-            vectors = [self._vector(x) for x in rows]
+        _, vectors = _rows(X, self.features)
         if not vectors:
             return np.zeros((0, self.booster_.out_dim))
         with threads(self.n_threads):
@@ -227,7 +282,19 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
         return 1
 
     def _encode(self, y: Sequence[Any]) -> torch.Tensor:
-        return torch.tensor([float(v) for v in y], dtype=torch_dtype(self.dtype))
+        try:
+            values = [float(v) for v in y]
+            good = math.isfinite(sum(values))
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            for i, v in enumerate(y):
+                try:
+                    _number("", v)
+                except ValueError:
+                    raise ValueError(f"label {v!r} (row {i}) is not a finite number; nothing "
+                                     "was learnt") from None
+        return torch.tensor(values, dtype=torch_dtype(self.dtype))
 
     def _before_first_round(self) -> float:
         return float(np.mean(self._y)) if self._y else 0.0

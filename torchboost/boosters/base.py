@@ -541,7 +541,7 @@ class Booster(nn.Module, ABC):
             raise ValueError(f"features must be floating point, got dtype {x.dtype}")
         if x.requires_grad:
             x = x.detach()
-        dtype = self.learners.dtype
+        given, dtype = x, self.learners.dtype
         if x.dtype != dtype:
             x = x.to(dtype)
         expected = self.input_shape
@@ -553,6 +553,13 @@ class Booster(nn.Module, ABC):
             raise ValueError(f"features are on {x.device} but the booster is on {device}")
         if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
             bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
+            if given is not x and bool(torch.isfinite(given[bad]).all()):
+                top = given[bad].abs().max().item()
+                raise ValueError(
+                    f"features of rows {bad[:10].tolist()} are finite in {given.dtype} but "
+                    f"overflow the learners' {dtype} (largest magnitude {top:.3g}, "
+                    f"{dtype} holds up to {torch.finfo(dtype).max:.3g}): scale the features "
+                    "down or build the learners in a wider dtype")
             raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
         return x
 
