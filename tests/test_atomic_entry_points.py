@@ -265,3 +265,85 @@ def test_finite_float64_features_that_overflow_float32_are_named_as_such():
     with pytest.raises(ValueError, match=r"features contain NaN or inf \(rows \[2\]\)"):
         booster.learn(x, torch.randn(4))
     assert _same(before, booster.state_dict()) and booster.rounds == 0
+
+
+# --- unusual learners: our words, or the default mode just works --------------------------------
+class _IntegerScores(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.linear(x).round().long()
+
+
+class _Tied(torch.nn.Module):
+    """Two layers sharing one weight, legal in PyTorch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.out = (torch.nn.Linear(3, 3), torch.nn.Linear(3, 3),
+                                    torch.nn.Linear(3, 1))
+        self.b.weight = self.a.weight
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+
+class _Counter(torch.nn.Module):
+    """Counts its training forwards in a buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 1)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        if self.training:
+            self.calls += 1
+        return self.linear(x)
+
+
+def _frozen():
+    return torch.nn.Linear(3, 1).requires_grad_(False)
+
+
+def test_a_learner_that_cannot_learn_is_named_at_construction_or_first_round():
+    with pytest.raises(ValueError, match="learner 0 cannot learn: all its parameters are frozen"):
+        SGB(_frozen, n_learners=2)
+    for mode in ("auto", "loop", "stacked"):
+        booster = SGB(_IntegerScores, n_learners=2, mode=mode)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # and no misleading fall-back warning
+            with pytest.raises(ValueError, match=r"torch\.int64 scores: a learner's scores must "
+                                                 r"be floating point"):
+                booster.learn(torch.randn(8, 3), torch.randn(8))
+        assert booster.rounds == 0
+
+
+def test_tied_weights_work_in_the_default_mode_and_stacking_says_why_not():
+    x, y = torch.randn(16, 3), torch.randn(16)
+    torch.manual_seed(0)
+    default = SGB(_Tied, n_learners=2)
+    torch.manual_seed(0)
+    loop = SGB(_Tied, n_learners=2, mode="loop")
+    for booster in (default, loop):
+        booster.learn(x, y)
+        booster.learn(x, y)
+    assert default.learners.mode == "loop"
+    assert torch.equal(default.predict(x), loop.predict(x))
+    tied = default.learners.learner(1)
+    assert tied.a.weight is tied.b.weight  # still one tensor after training
+    with pytest.raises(ValueError, match=r"parameters a.weight = b.weight are one tensor"):
+        SGB(_Tied, n_learners=2, mode="stacked")
+
+
+def test_the_auto_mode_probe_leaves_the_learners_buffers_alone():
+    x, y = torch.randn(8, 3), torch.randn(8)
+    counts = {}
+    for mode in ("auto", "loop", "stacked"):
+        booster = SGB(_Counter, n_learners=2, mode=mode)
+        booster.learn(x, y)
+        booster.learn(x, y)
+        counts[mode] = [booster.learners.learner(i).calls.item() for i in range(2)]
+    assert counts == {"auto": [2, 2], "loop": [2, 2], "stacked": [2, 2]}

@@ -56,7 +56,19 @@ def stacking_problem(modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> 
             return f"'{name or type(sub).__name__}': {sub.loop_only_reason}"
     if not any(True for _ in modules[0].parameters()):
         return "the learners have no parameters"
+    tied = _tied_parameters(modules[0])
+    if tied:
+        return (f"parameters {' = '.join(tied)} are one tensor (tied weights), which stacked "
+                "copies would untie")
     return None
+
+
+def _tied_parameters(module: nn.Module) -> list[str]:
+    """Names of the first tensor registered under several names in ``module`` (``[]``: none)."""
+    names: dict[int, list[str]] = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    return next((group for group in names.values() if len(group) > 1), [])
 
 
 def _key(name: str) -> str:

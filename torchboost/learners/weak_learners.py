@@ -148,19 +148,30 @@ class WeakLearners(nn.Module):
         learner alone succeeds, fall back to the loop with a one-line warning naming the
         reason. If the learner alone fails too, the input is at fault: raise, probe again."""
         devices = [x.device] if x.device.type == "cuda" else []
-        try:
+        buffers = [(b, b.clone()) for b in self.engine.buffers()]  # the probe leaves them as
+        try:                                                      # they were (a counter, ...)
             with torch.random.fork_rng(devices=devices), torch.enable_grad():
                 out = self.engine(x, self.n_learners)
                 if torch.is_tensor(out) and out.requires_grad:
                     out.sum().backward()
         except Exception as error:
             self.engine.zero_grad()
+            self._restore(buffers)
             with torch.random.fork_rng(devices=devices), torch.no_grad():
-                self.engine.learner(0)(x)  # raises when the input is at fault
+                alone = self.engine.learner(0)(x)  # raises when the input is at fault
+            self._restore(buffers)
+            _check_output(alone, 0)  # so does a learner's own output (integer scores, ...)
             self._fall_back(f"{type(error).__name__}: {str(error).splitlines()[0]}")
         else:
             self.engine.zero_grad()
+            self._restore(buffers)
         self._probe_pending = False
+
+    @staticmethod
+    def _restore(buffers: list[tuple[Tensor, Tensor]]) -> None:
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
 
     def _fall_back(self, reason: str | None) -> None:
         """Rebuild the stacked learners as a loop (``reason``: warn with it)."""
@@ -317,11 +328,15 @@ class WeakLearners(nn.Module):
 
 
 def _check_output(out: object, index: int | None) -> None:
+    who = "weak learners return" if index is None else f"weak learner {index} returns"
     if not torch.is_tensor(out):
-        who = "weak learners return" if index is None else f"weak learner {index} returns"
         raise ValueError(f"{who} a {type(out).__name__}, not a tensor: a learner's forward must "
                          "return its scores as one (B, m) or (B,) tensor (wrap a module with "
                          "tuple or dict outputs in one that picks the scores)")
+    if not (out.is_floating_point() or out.is_complex()):
+        raise ValueError(f"{who} {out.dtype} scores: a learner's scores must be floating point, "
+                         "so that their gradient can train it (drop the rounding or integer "
+                         "cast from its forward; the booster's predict_label gives labels)")
 
 
 def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:
@@ -340,6 +355,12 @@ def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.M
     for i, module in enumerate(modules):
         if not isinstance(module, nn.Module):
             raise ValueError(f"learner {i} is a {type(module).__name__}, not an nn.Module")
+        if not any(p.requires_grad for p in module.parameters()):
+            what = "all its parameters are frozen" if any(True for _ in module.parameters()) \
+                else "it has no parameters"
+            raise ValueError(f"learner {i} cannot learn: {what}; a weak learner needs at least "
+                             "one trainable parameter (e.g. unfreeze its output layer with "
+                             ".requires_grad_(True))")
     if len({id(p) for m in modules for p in m.parameters()}) != sum(
         1 for m in modules for _ in m.parameters()
     ):
