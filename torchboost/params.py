@@ -14,14 +14,22 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["flag", "positive_float", "positive_int"]
+__all__ = ["flag", "integer", "positive_float", "positive_int"]
+
+
+def integer(name: str, value: Any, minimum: int | None = None) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) ``>= minimum``, else a
+    ``ValueError``."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+            or (minimum is not None and value < minimum)):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{name} must be an integer{bound}, got {value!r}")
+    return int(value)
 
 
 def positive_int(name: str, value: Any) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool) ``>= 1``, else a ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+    return integer(name, value, 1)
 
 
 def positive_float(name: str, value: Any) -> float:

@@ -57,6 +57,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
 from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
+from torchboost.params import integer, positive_int
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
@@ -129,8 +130,7 @@ class _RiverBoosting:
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | None = None, lr_schedule: str = "constant") -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        batch_size, seed = positive_int("batch_size", batch_size), integer("seed", seed)
         self.booster = booster
         self.n_learners = n_learners
         self.hidden = hidden

@@ -57,5 +57,5 @@ def test_passes_refuse_a_foreign_state():
         MultiPassStream(_pass, passes=2).load_state_dict(state)
     with pytest.raises(ValueError, match="seed"):
         MultiPassStream(lambda p: _pass(p, seed=9), passes=3).load_state_dict(state)
-    with pytest.raises(ValueError, match="passes must be >= 1"):
+    with pytest.raises(ValueError, match="passes must be an integer >= 1"):
         MultiPassStream(_pass, passes=0)

@@ -618,15 +618,37 @@ class Booster(nn.Module, ABC):
         optimizer and schedule state, buffers, counters, mode)."""
         backup = copy.deepcopy(self.state_dict())
         try:
-            return super().load_state_dict(state_dict, strict, assign)
+            result = super().load_state_dict(state_dict, strict, assign)
+            self._check_statistics()
+            return result
         except BaseException as err:
             super().load_state_dict(backup)
-            if isinstance(err, RuntimeError) and "size mismatch" in str(err):
+            if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
+                why = ("its tensors have other shapes, so its learners have another "
+                       "architecture" if "size mismatch" in str(err) else
+                       "it has other entries, so it was saved by another kind of booster or "
+                       "with other learners")
                 raise ValueError(
-                    "the state does not fit this booster (nothing was loaded): its tensors have "
-                    "other shapes, so its learners have another architecture; build the booster "
-                    f"with the learners it was saved with. {err}") from err
+                    f"the state does not fit this booster (nothing was loaded): {why}; build "
+                    f"the booster as it was saved. {err}") from err
             raise
+
+    def _check_statistics(self) -> None:
+        """Loaded running statistics must fit the loaded input shape and outputs (they are sized
+        by the first batch, so torch's own shape check cannot see a mismatch)."""
+        if self.standardizer is None:
+            return
+        width = self.input_shape[0] if self.input_shape else None
+        sizes = [("features", self.standardizer.features, width)]
+        if self.standardizer.labels is not None:
+            sizes.append(("labels", self.standardizer.labels, self.out_dim))
+        for what, moments, size in sizes:
+            columns = moments.mean.numel()
+            if columns and (columns != size or moments.sq_dev.numel() != columns):
+                raise ValueError(
+                    f"the state does not fit this booster (nothing was loaded): its {what} "
+                    f"statistics have {columns} columns (and {moments.sq_dev.numel()} squared "
+                    f"deviations) for {size} {what} columns")
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:

@@ -17,6 +17,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from torchboost.params import flag, integer, positive_int
+
 __all__ = ["LoaderStream", "is_map_style", "materialize"]
 
 
@@ -75,8 +77,10 @@ class LoaderStream:
                  batch_size: int = 32, seed: int = 0, shuffle: bool = True,
                  num_workers: int = 0, start_batch: int = 0, drop_last: bool = False,
                  device: str | torch.device | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        batch_size, seed = positive_int("batch_size", batch_size), integer("seed", seed)
+        num_workers, start_batch = integer("num_workers", num_workers, 0), integer(
+            "start_batch", start_batch, 0)
+        shuffle, drop_last = flag("shuffle", shuffle), flag("drop_last", drop_last)
         self.source = source
         self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
         self.num_workers, self.drop_last = num_workers, drop_last

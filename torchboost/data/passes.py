@@ -25,6 +25,7 @@ from typing import Any
 from torch import Tensor
 
 from torchboost.data.stream import DataStream
+from torchboost.params import positive_int
 
 __all__ = ["MultiPassStream"]
 
@@ -46,8 +47,7 @@ class MultiPassStream:
     """
 
     def __init__(self, make_pass: Callable[[int], DataStream], passes: int) -> None:
-        if passes < 1:
-            raise ValueError(f"passes must be >= 1, got {passes}")
+        passes = positive_int("passes", passes)
         self._streams = [make_pass(p) for p in range(passes)]
         self._pass = 0
 

@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.utils.data import Dataset as TorchDataset
 
 from torchboost.data.dataset import Dataset
+from torchboost.params import flag, integer, positive_int
 
 __all__ = ["STD_FLOOR", "DataStream", "Standardize", "is_stateful", "make_test_tensors"]
 
@@ -93,8 +94,9 @@ class DataStream:
             raise ValueError(f"x has {n} rows but y has {y.shape[0]}")
         if x.device != y.device:
             raise ValueError(f"x and y must be on one device, got {x.device} and {y.device}")
-        if batch_size < 1 or warmup < 1:
-            raise ValueError(f"batch_size and warmup must be positive, got {batch_size}, {warmup}")
+        batch_size, warmup = positive_int("batch_size", batch_size), positive_int("warmup", warmup)
+        seed, start_batch = integer("seed", seed), integer("start_batch", start_batch, 0)
+        shuffle, drop_last = flag("shuffle", shuffle), flag("drop_last", drop_last)
         if standardize not in ("auto", "warmup", "running", None):
             raise ValueError(
                 f"standardize must be 'auto', 'warmup', 'running' or None, got {standardize!r}"
