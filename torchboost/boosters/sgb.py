@@ -9,27 +9,14 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from torchboost.boosters.base import Booster
-from torchboost.boosters.default_lr import (
-    DEFAULT_LR,
-    DEFAULT_LR_FAN_IN,
-    newton_output_scale,
-    with_default_lr,
-)
-from torchboost.boosters.scaling import Standardizer
-from torchboost.params import flag, positive_float
+from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
+from torchboost.boosters.gradient_boosting import DEFAULT_HESSIAN_FLOOR, GradientBoosting, Targets
+from torchboost.params import positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
 
-Targets = Literal["gradient", "newton"]
 
-#: Default floor of the diagonal Hessian in Newton targets (see :meth:`Loss.newton`): the
-#: direction is at most ``|g| / 0.01 = 100 |g|``, and a softmax/logistic score whose probability
-#: is within about 1 % of 0 or 1 keeps a weight of 0.01 (the largest possible weight is ¼).
-DEFAULT_HESSIAN_FLOOR = 1e-2
-
-
-class SGB(Booster):
+class SGB(GradientBoosting):
     """Streaming Gradient Boosting, Alg. 1 of Hu et al. (2017).
 
     Prediction (lines 4–8): ``y^0 = y0``, ``y^i = y^{i−1} − η_i h_i(x)``, predict ``y^N``.
@@ -94,83 +81,26 @@ class SGB(Booster):
         torch.Size([3])
     """
 
-    config_keys = ("step", "targets", "hessian_floor", "step_rule", "standardize")
-
-    default_lr_rule = True
+    config_keys = ("step_rule",)
 
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
                  standardize: bool = True, **kwargs: Any) -> None:
-        options = with_default_lr(kwargs)
-        if (targets == "newton" and "lr" not in (kwargs.get("optimizer_kwargs") or {})
-                and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
-            n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
-                                             else 1)
-            newton_step = 0.5 if step is None or step == "learned" else float(step)
-            options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
-        super().__init__(learners, loss, **options)
-        self.standardize = flag("standardize", standardize)
-        if self.standardize:
-            self.standardizer = Standardizer(targets=not self.loss.is_classifier)
-        if targets not in ("gradient", "newton"):
-            raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
-        if targets == "newton" and not self.loss.has_hessian:
-            raise ValueError(f"targets='newton' needs a twice-differentiable loss; "
-                             f"{self.loss.name} has no Hessian (use targets='gradient')")
-        self.targets: Targets = targets
-        self.hessian_floor = positive_float("hessian_floor", hessian_floor)
         learned = step == "learned"
-        if step is None or learned:
-            step = self.default_step()
-        if isinstance(step, str):
+        if isinstance(step, str) and not learned:
             raise ValueError(f"step must be a finite number > 0 or 'learned', got {step!r}")
-        self.step = positive_float("step", step)
+        fixed = None if step is None or learned else positive_float("step", step)
+        super().__init__(learners, loss, step=fixed, targets=targets,
+                         hessian_floor=hessian_floor, standardize=standardize,
+                         newton_step=0.5 if fixed is None else fixed, **kwargs)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
-                              **kwargs: Any) -> None:
-        extra = state_dict.get(prefix + "_extra_state")
-        config = extra.get("config") if isinstance(extra, dict) else None
-        if isinstance(config, dict) and "standardize" not in config:
-            # saved before the option existed: trained on the data as given
-            state_dict[prefix + "_extra_state"] = {**extra,
-                                                   "config": {**config, "standardize": False}}
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    def default_step(self) -> float:
-        """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
-        if self.targets == "newton":
-            return 0.5
-        if not math.isfinite(self.loss.smoothness):
-            raise ValueError(f"{self.loss.name} loss is not smooth; pass step= explicitly or "
-                             "use ResidualSGB (Alg. 2) for non-smooth losses")
-        return 1.0 / (4.0 * self.loss.smoothness)
-
-    def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
-        """Alg. 1 line 6 for all i at once: ``y^i = y0 − Σ_{j≤i} η_j h_j``."""
+    def steps(self, n_learners: int) -> Tensor | float:
+        """The fixed ``η``, or the learned ``η_i`` of the first ``n_learners`` learners."""
         if self.step_rule is None:
-            scaled = self.step * h
-        else:
-            scaled = self.step_rule.steps()[:h.shape[0], None, None].to(h.dtype) * h
-        return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) - scaled.cumsum(0)], dim=0)
-
-    def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
-        """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there), without weights."""
-        return self.learner_objective(h, partials, z)[0]
-
-    def learner_objective(self, h: Tensor, partials: Tensor,
-                          z: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Gradient targets, unweighted, or Newton targets with their Hessian weights."""
-        if self.targets == "newton":
-            return self.loss.newton(partials[:-1], z, self.hessian_floor)
-        return self.loss.gradient(partials[:-1], z), None
-
-    def combination_weights(self, n_learners: int) -> Tensor:
-        """``−η_i`` of the first ``k`` learners (Alg. 1 line 6: ``y^k = y0 − Σ η_i h_i``)."""
-        if self.step_rule is None:
-            return torch.full((n_learners,), -self.step)
-        return -self.step_rule.steps()[:n_learners].detach().clone()
+            return self.step
+        return self.step_rule.steps()[:n_learners]
 
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
-from torchboost.boosters.sgb import SGB
+from torchboost.boosters.gradient_boosting import GradientBoosting
 from torchboost.learners import WeakLearners
 from torchboost.learners.optimizers import FUSED_OPTIMIZERS
 
@@ -21,12 +21,13 @@ __all__ = ["StagewiseGB"]
 Batches = Iterable[tuple[Tensor, Tensor]] | Callable[[], Iterable[tuple[Tensor, Tensor]]]
 
 
-class StagewiseGB(SGB):
+class StagewiseGB(GradientBoosting):
     """Friedman's gradient boosting, one learner at a time, with shrinkage ``η``.
 
     Stage ``i`` trains learner ``i`` alone (its own Adam) on the pseudo-residual targets
-    ``∇ℓ(y^{i−1})`` (or, with ``targets="newton"``, the Hessian-weighted Newton direction there,
-    exactly as :class:`~torchboost.SGB`'s, so GB and SGB stay like for like) where
+    ``∇ℓ(y^{i−1})`` (or, with ``targets="newton"``, the Hessian-weighted Newton direction there:
+    the model and targets of :class:`~torchboost.boosters.gradient_boosting.GradientBoosting`,
+    which :class:`~torchboost.SGB` shares, so GB and SGB stay like for like) where
     ``y^{i−1} = y0 − η Σ_{j<i} h_j(x)`` is recomputed for every batch by passing it through
     the frozen learners ``1..i−1``: a stream cannot be revisited, so earlier predictions are
     never cached (Hu et al. 2017, Sec. 6.2 and footnote 5). One example in stage ``i`` therefore

@@ -1,0 +1,119 @@
+"""Gradient boosting's additive model and targets, shared by the streaming
+:class:`~torchboost.SGB` (Hu et al., AISTATS 2017, Alg. 1) and the stagewise
+:class:`~torchboost.StagewiseGB` (Friedman 2001): ``y^0 = y0``, ``y^i = y^{i−1} − η h_i(x)``,
+and learner ``i`` fits the loss's gradient (or the Newton direction) at ``y^{i−1}``. The two
+differ only in which learners a round trains: all of them at once, or one stage at a time."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from torchboost.boosters.base import Booster
+from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
+from torchboost.boosters.scaling import Standardizer
+from torchboost.params import flag, positive_float
+
+__all__ = ["DEFAULT_HESSIAN_FLOOR", "GradientBoosting", "Targets"]
+
+Targets = Literal["gradient", "newton"]
+
+#: Default floor of the diagonal Hessian in Newton targets (see :meth:`Loss.newton`): the
+#: direction is at most ``|g| / 0.01 = 100 |g|``, and a softmax/logistic score whose probability
+#: is within about 1 % of 0 or 1 keeps a weight of 0.01 (the largest possible weight is ¼).
+DEFAULT_HESSIAN_FLOOR = 1e-2
+
+
+class GradientBoosting(Booster):
+    """The additive model ``y^k = y0 − η Σ_{i≤k} h_i`` whose learner ``i`` fits
+    ``∇ℓ(y^{i−1})`` (SGB Alg. 1 lines 6 and 11; Friedman 2001, Alg. 1) or, with
+    ``targets="newton"``, the diagonal Newton direction there (see :class:`~torchboost.SGB`).
+
+    Args:
+        step: the shrinkage ``η``; default ``1/(4β)`` for gradient targets (SGB's Thm. 5.1 with
+            edge γ = 1), ``½`` for Newton targets (:meth:`default_step`).
+        targets: ``"gradient"`` (default) or ``"newton"``.
+        hessian_floor: the floor of the Hessian weights of Newton targets.
+        standardize: scale-free training (:mod:`~torchboost.boosters.scaling`, default on).
+        Other arguments: see :class:`~torchboost.boosters.base.Booster`; without
+            ``optimizer_kwargs={"lr": ...}`` the learners follow the default rule
+            (:mod:`~torchboost.boosters.default_lr`).
+    """
+
+    config_keys = ("step", "targets", "hessian_floor", "standardize")
+
+    default_lr_rule = True
+
+    def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
+                 targets: Targets = "gradient", hessian_floor: float = DEFAULT_HESSIAN_FLOOR,
+                 standardize: bool = True, newton_step: float = 0.5, **kwargs: Any) -> None:
+        options = with_default_lr(kwargs)
+        if (targets == "newton" and "lr" not in (kwargs.get("optimizer_kwargs") or {})
+                and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
+            n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
+                                             else 1)
+            options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
+        super().__init__(learners, loss, **options)
+        self.standardize = flag("standardize", standardize)
+        if self.standardize:
+            self.standardizer = Standardizer(targets=not self.loss.is_classifier)
+        if targets not in ("gradient", "newton"):
+            raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
+        if targets == "newton" and not self.loss.has_hessian:
+            raise ValueError(f"targets='newton' needs a twice-differentiable loss; "
+                             f"{self.loss.name} has no Hessian (use targets='gradient')")
+        self.targets: Targets = targets
+        self.hessian_floor = positive_float("hessian_floor", hessian_floor)
+        if isinstance(step, str):
+            raise ValueError(f"step must be a finite number > 0, got {step!r}")
+        self.step = positive_float("step", self.default_step() if step is None else step)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        config = extra.get("config") if isinstance(extra, dict) else None
+        if isinstance(config, dict) and "standardize" not in config:
+            # saved before the option existed: trained on the data as given
+            state_dict[prefix + "_extra_state"] = {**extra,
+                                                   "config": {**config, "standardize": False}}
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def default_step(self) -> float:
+        """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
+        if self.targets == "newton":
+            return 0.5
+        if not math.isfinite(self.loss.smoothness):
+            raise ValueError(f"{self.loss.name} loss is not smooth; pass step= explicitly or "
+                             "use ResidualSGB (Alg. 2) for non-smooth losses")
+        return 1.0 / (4.0 * self.loss.smoothness)
+
+    def steps(self, n_learners: int) -> Tensor | float:
+        """The steps ``η_i`` of the first ``n_learners`` learners: here one fixed ``η``."""
+        return self.step
+
+    def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
+        """Alg. 1 line 6 for all i at once: ``y^i = y0 − Σ_{j≤i} η_j h_j``."""
+        steps = self.steps(h.shape[0])
+        scaled = steps * h if isinstance(steps, float) else steps[:, None, None].to(h.dtype) * h
+        return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) - scaled.cumsum(0)], dim=0)
+
+    def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
+        """Alg. 1 line 11: ``∇ℓ(y^{i−1})`` (or the Newton direction there), without weights."""
+        return self.learner_objective(h, partials, z)[0]
+
+    def learner_objective(self, h: Tensor, partials: Tensor,
+                          z: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Gradient targets, unweighted, or Newton targets with their Hessian weights."""
+        if self.targets == "newton":
+            return self.loss.newton(partials[:-1], z, self.hessian_floor)
+        return self.loss.gradient(partials[:-1], z), None
+
+    def combination_weights(self, n_learners: int) -> Tensor:
+        """``−η_i`` of the first ``k`` learners (Alg. 1 line 6: ``y^k = y0 − Σ η_i h_i``)."""
+        steps = self.steps(n_learners)
+        if isinstance(steps, float):
+            return torch.full((n_learners,), -steps)
+        return -steps.detach().clone()
