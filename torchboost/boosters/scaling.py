@@ -142,10 +142,6 @@ class Standardizer(nn.Module):
         self.features = RunningMoments()
         self.labels = RunningMoments() if targets else None
         self._pending: list[tuple[Tensor, Tensor, Tensor]] = []
-        #: the label statistics' mean and scale this round computed, and those the last round
-        #: committed with the buffers (and versions) that hold them: reused while untouched
-        self._next_labels: tuple[Tensor, Tensor] | None = None
-        self._committed_labels: tuple[tuple | None, tuple[Tensor, Tensor]] | None = None
 
     def learn(self, x: Tensor, z: Tensor,
               sync: Synchronizer | None) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
@@ -158,32 +154,21 @@ class Standardizer(nn.Module):
         x = _standardize(x, features[1], _scale(*features))
         if self.labels is None:
             return x, z, _identity
-        if self.labels.started:
-            mean, scale = self._stored_labels()
+        if self.labels.started:  # a copy: commit() overwrites the buffer in place
+            mean, scale = self.labels.mean.clone(), self.labels.scale()
         else:
             mean = torch.zeros_like(z[0], dtype=torch.float64)
             scale = torch.zeros_like(mean)
         labels = self.labels.updated(z, sync)
         self._pending.append(labels)
-        self._next_labels = labels[1], _scale(*labels)
-        return (x, _standardize(z, *self._next_labels), lambda y: _unscale(y, mean, scale))
-
-    def _stored_labels(self) -> tuple[Tensor, Tensor]:
-        """The stored label statistics' mean (a copy) and scale: those the last round computed
-        when the buffers hold what it committed (no in-place change or replacement since, as
-        their version counters tell), else computed from the buffers."""
-        committed = self._committed_labels
-        if committed is not None and _unchanged(committed[0], self.labels):
-            return committed[1]
-        return self.labels.mean.clone(), self.labels.scale()
+        return (x, _standardize(z, labels[1], _scale(*labels)),
+                lambda y: _unscale(y, mean, scale))
 
     def commit(self) -> None:
         """Store the statistics of the round :meth:`learn` prepared."""
         for moments, stats in zip((self.features, self.labels), self._pending, strict=False):
             moments.commit(*stats)
-        if self.labels is not None and self._next_labels is not None:
-            self._committed_labels = _stamp(self.labels), self._next_labels
-        self._pending, self._next_labels = [], None
+        self._pending = []
 
     def inputs(self, x: Tensor) -> Tensor:
         """Features standardised with the current statistics (as given before any round)."""
@@ -199,22 +184,6 @@ class Standardizer(nn.Module):
         if not self.labels.started:
             return torch.zeros_like(y)
         return _unscale(y, self.labels.mean, self.labels.scale())
-
-
-def _stamp(moments: RunningMoments) -> tuple | None:
-    """The tensors holding ``moments``' statistics and their version counters (``None`` for
-    inference tensors, which have none)."""
-    tensors = (moments.count, moments.mean, moments.sq_dev)
-    if any(t.is_inference() for t in tensors):
-        return None
-    return tuple((t, t._version) for t in tensors)
-
-
-def _unchanged(stamp: tuple | None, moments: RunningMoments) -> bool:
-    """Whether ``moments`` still hold the tensors of ``stamp``, none changed in place since."""
-    tensors = (moments.count, moments.mean, moments.sq_dev)
-    return stamp is not None and all(t is old and t._version == version
-                                     for t, (old, version) in zip(tensors, stamp, strict=True))
 
 
 def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
