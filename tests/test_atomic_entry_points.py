@@ -259,7 +259,7 @@ def test_finite_float64_features_that_overflow_float32_are_named_as_such():
     x[2, 1] = 1e39
     before = copy.deepcopy(booster.state_dict())
     with pytest.raises(ValueError, match=r"rows \[2\] are finite in torch.float64 but overflow "
-                                         r"the learners' torch.float32 \(largest magnitude 1e\+39"):
+                                         r"the booster's torch.float32 \(largest magnitude 1e\+39"):
         booster.learn(x, torch.randn(4))
     x[2, 1] = float("inf")
     with pytest.raises(ValueError, match=r"features contain NaN or inf \(rows \[2\]\)"):

@@ -136,6 +136,16 @@ class Loss(ABC):
         """Class decision for classification losses (``(B,)`` int64)."""
         raise NotImplementedError(f"{type(self).__name__} is not a classification loss")
 
+    def scores(self, prediction: Tensor, z: Tensor) -> dict[str, Tensor]:
+        """What every model reports of ``prediction (B, m)`` on encoded labels ``z``, as 0-dim
+        tensors (no host sync): the mean loss and, for a classification loss, the error rate of
+        :meth:`predict_label` (the one home of scoring: boosters and chaining models alike)."""
+        out = {"loss": self.value(prediction, z).mean()}
+        if self.is_classifier:
+            truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
+            out["error"] = (self.predict_label(prediction) != truth).double().mean()
+        return out
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -22,7 +22,6 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 from __future__ import annotations
 
 import copy
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.transaction import RoundTransaction
 from torchboost.distributed import Synchronizer
+from torchboost.inputs import check_features
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
@@ -411,12 +411,7 @@ class Booster(nn.Module, ABC):
         return self._scores(prediction, self._round_labels.to(prediction.device))
 
     def _scores(self, prediction: Tensor, z: Tensor) -> dict[str, Tensor]:
-        out = {"loss": self.loss.value(prediction, z).mean()}
-        if self.loss.is_classifier:
-            labels = self.loss.predict_label(prediction)
-            truth = z if z.ndim == 1 else (z[:, 0] > 0).long()
-            out["error"] = (labels != truth).double().mean()
-        return out
+        return self.loss.scores(prediction, z)
 
     def initial_prediction(self, x: Tensor) -> Tensor:
         """``y^0`` for a batch, ``(B, m)`` (from buffers and constants: no autograd graph)."""
@@ -530,38 +525,8 @@ class Booster(nn.Module, ABC):
     def _check_features(self, x: Tensor) -> Tensor:
         """Checked features, detached (``learn`` never writes into the caller's ``x.grad``) and
         cast to the learners' dtype (the one dtype rule, shared by ``ScreenedStream`` and the
-        Lightning module, which both go through here)."""
-        if not torch.is_tensor(x):
-            raise ValueError(f"features must be a torch.Tensor, got {type(x).__name__}")
-        if x.ndim < 2:
-            raise ValueError(f"features must have shape (B, ...features), got {tuple(x.shape)}")
-        if x.shape[0] == 0:
-            raise ValueError("empty batch: features have 0 rows")
-        if not x.is_floating_point():
-            raise ValueError(f"features must be floating point, got dtype {x.dtype}")
-        if x.requires_grad:
-            x = x.detach()
-        given, dtype = x, self.learners.dtype
-        if x.dtype != dtype:
-            x = x.to(dtype)
-        expected = self.input_shape
-        if expected is not None and tuple(x.shape[1:]) != expected:
-            raise ValueError(f"features have shape {tuple(x.shape[1:])} per example, but this "
-                             f"booster was trained on {expected}")
-        device = self.y0_fixed.device
-        if x.device != device:
-            raise ValueError(f"features are on {x.device} but the booster is on {device}")
-        if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
-            bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
-            if given is not x and bool(torch.isfinite(given[bad]).all()):
-                top = given[bad].abs().max().item()
-                raise ValueError(
-                    f"features of rows {bad[:10].tolist()} are finite in {given.dtype} but "
-                    f"overflow the learners' {dtype} (largest magnitude {top:.3g}, "
-                    f"{dtype} holds up to {torch.finfo(dtype).max:.3g}): scale the features "
-                    "down or build the learners in a wider dtype")
-            raise ValueError(f"features contain NaN or inf (rows {bad[:10].tolist()})")
-        return x
+        Lightning module, which both go through here): :func:`torchboost.inputs.check_features`."""
+        return check_features(x, self.learners.dtype, self.input_shape, self.y0_fixed.device)
 
     def _check_labels(self, y: Tensor, batch: int) -> Tensor:
         if torch.is_tensor(y) and y.device.type == "meta":

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.chaining.rounds import check_gradients, check_labels, scalar_loss
+from torchboost.inputs import check_features
 from torchboost.learners import WeakLearners
 from torchboost.losses import Loss
 
@@ -99,7 +100,7 @@ class StepwiseOGB(nn.Module):
     def predict(self, x: Tensor) -> Tensor:
         """``f̂_t(x) = Σ_n h_{n,t}(x)``, ``(B, 1)``."""
         if self.container is not None:
-            return _as_column(self.container(_check_features(x)).sum(0), x)
+            return _as_column(self.container(_inputs(x)).sum(0), x)
         return torch.stack([_as_column(h.predict(x), x) for h in self.members]).sum(0)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -109,7 +110,7 @@ class StepwiseOGB(nn.Module):
         """Predict, then update every learner on ``ℓ'(f̂_t(x))`` (Alg. 1); returns the prediction
         made before the update, ``(B, 1)``. Bad input raises ``ValueError`` before any update."""
         if self.container is not None:
-            outputs = self.container(_check_features(x))
+            outputs = self.container(_inputs(x))
             prediction = _as_column(outputs.detach().sum(0), x)
             self._step_container(outputs, self._gradient(prediction, y))
             return prediction
@@ -124,7 +125,7 @@ class StepwiseOGB(nn.Module):
         if self.container is not None:
             grad = check_gradients(grad, x.shape[0], x.device)[:, None]
             with torch.enable_grad():
-                self._step_container(self.container(_check_features(x)), grad)
+                self._step_container(self.container(_inputs(x)), grad)
             return
         for learner in self.members:
             learner.update(x, grad)
@@ -139,12 +140,8 @@ class StepwiseOGB(nn.Module):
         return self.loss.gradient(prediction, z.to(prediction.dtype))
 
 
-def _check_features(x: Tensor) -> Tensor:
-    if not torch.is_tensor(x) or not x.is_floating_point() or x.ndim < 2 or x.shape[0] == 0:
-        raise ValueError("inputs must be a non-empty floating-point tensor of shape (B, ...)")
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError("inputs contain NaN or inf")
-    return x
+def _inputs(x: Tensor) -> Tensor:
+    return check_features(x, what="inputs", owner="model")
 
 
 def _as_column(prediction: Tensor, x: Tensor) -> Tensor:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.inputs import check_features
 from torchboost.losses import Loss
 
 __all__ = ["ChainingBooster"]
@@ -97,11 +98,7 @@ class ChainingBooster(nn.Module):
         z = self.loss.encode_target(y, 1).to(prediction.device, prediction.dtype)
         if z.shape[0] != prediction.shape[0]:
             raise ValueError(f"{z.shape[0]} labels for {prediction.shape[0]} examples")
-        out = {"loss": self.loss.value(prediction, z).mean()}
-        if self.loss.is_classifier:
-            labels = self.loss.predict_label(prediction)
-            out["error"] = (labels != (z[:, 0] > 0).long()).double().mean()
-        return out
+        return self.loss.scores(prediction, z)
 
     @torch.no_grad()
     def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
@@ -117,10 +114,7 @@ class ChainingBooster(nn.Module):
 
     @staticmethod
     def _features(x: Tensor) -> Tensor:
-        if not torch.is_tensor(x) or not x.is_floating_point():
-            raise ValueError("features must be a floating-point torch.Tensor, got "
-                             f"{getattr(x, 'dtype', type(x).__name__)}")
-        return x.detach().to(torch.float64)
+        return check_features(x, torch.float64, owner="model")
 
     _COUNTERS = ("compute_units", "samples_seen", "rounds")
 

@@ -13,13 +13,12 @@ from lightning.fabric.utilities.data import sized_len
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from torchboost.boosters import Booster
-from torchboost.chaining.streaming import ChainingBooster
 from torchboost.data.batch_groups import BatchGroup
 from torchboost.data.stream import is_stateful
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
+from torchboost.protocol import StreamingModel, missing_members
 
 __all__ = ["StreamingBoosterModule"]
 
@@ -129,11 +128,14 @@ class StreamingBoosterModule(pl.LightningModule):
     it as above; :meth:`teardown` takes the synchronizer off the booster again.
     """
 
-    def __init__(self, booster: Booster | ChainingBooster) -> None:
+    def __init__(self, booster: StreamingModel) -> None:
         super().__init__()
-        if not isinstance(booster, Booster | ChainingBooster):
-            raise TypeError(f"booster must be a torchboost Booster (or a ChainingBooster), got "
-                            f"{type(booster).__name__}")
+        missing = missing_members(booster)
+        if not isinstance(booster, torch.nn.Module) or missing:
+            raise TypeError(f"booster must be an nn.Module with the streaming-model protocol "
+                            f"(torchboost.protocol.StreamingModel: any Booster, a "
+                            f"ChainingBooster); {type(booster).__name__} "
+                            + (f"lacks {missing}" if missing else "is not an nn.Module"))
         self.booster = booster
         self.automatic_optimization = False
         self._sums = {"loss": 0.0, "error": 0.0}
@@ -158,7 +160,9 @@ class StreamingBoosterModule(pl.LightningModule):
         return self.booster.predict(x)
 
     def configure_optimizers(self) -> BoostingRound:
-        return BoostingRound(self.booster.parameters())
+        # torch.optim.Optimizer refuses an empty parameter list: a model without parameters
+        # (a running statistic, a table) gets an empty placeholder, never stepped
+        return BoostingRound(list(self.booster.parameters()) or [torch.zeros(0)])
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device,
                                  dataloader_idx: int) -> Any:

@@ -1,0 +1,52 @@
+"""The one home of the feature rules every model applies to a batch before it learns or
+predicts (the boosters, the chaining models): a floating ``(B, ...)`` tensor with at least one
+row, of the shape per example the model was trained on, on its device, finite in the dtype it
+computes in. Each broken rule is a ``ValueError`` naming it; the caller's tensor is never
+changed (a copy is cast, detached)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["check_features"]
+
+
+def check_features(x: Tensor, dtype: torch.dtype | None = None,
+                   shape: tuple[int, ...] | None = None,
+                   device: torch.device | None = None, what: str = "features",
+                   owner: str = "booster") -> Tensor:
+    """``x`` detached and cast to ``dtype`` (if given) after the checks: a tensor, ``(B, ...)`` with
+    ``B >= 1``, floating point, ``shape`` per example if given, on ``device`` if given, finite
+    — finite values that overflow ``dtype`` are named as such, not as NaN or inf."""
+    if not torch.is_tensor(x):
+        raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"{what} must have shape (B, ...{what}), got {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"empty batch: {what} have 0 rows")
+    if not x.is_floating_point():
+        raise ValueError(f"{what} must be floating point, got dtype {x.dtype}")
+    if x.requires_grad:
+        x = x.detach()
+    given, dtype = x, dtype or x.dtype
+    if x.dtype != dtype:
+        x = x.to(dtype)
+    if shape is not None and tuple(x.shape[1:]) != shape:
+        raise ValueError(f"{what} have shape {tuple(x.shape[1:])} per example, but this "
+                         f"{owner} was trained on {shape}")
+    if device is not None and x.device != device:
+        raise ValueError(f"{what} are on {x.device} but the {owner} is on {device}")
+    if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
+        bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
+        if given is not x and bool(torch.isfinite(given[bad]).all()):
+            top = given[bad].abs().max().item()
+            raise ValueError(
+                f"{what} of rows {bad[:10].tolist()} are finite in {given.dtype} but overflow "
+                f"the {owner}'s {dtype} (largest magnitude {top:.3g}, {dtype} holds up to "
+                f"{torch.finfo(dtype).max:.3g}): scale the {what} down or compute in a wider "
+                "dtype")
+        raise ValueError(f"{what} contain NaN or inf (rows {bad[:10].tolist()})")
+    return x
