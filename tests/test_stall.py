@@ -267,3 +267,19 @@ def test_the_still_check_resumes_exactly_and_older_states_load():
     older.load_state_dict(old)
     assert older.stall.moved and older.stall.reference is None
     assert older.stall.flags()["learners_still"] == 0.0
+
+
+def test_the_stall_hint_names_each_boosters_own_steps():
+    from torch import nn
+
+    from torchboost import OGB, SingleLearner, StagewiseGB
+
+    def learner():
+        return nn.Linear(3, 1)
+
+    assert SGB(learner, n_learners=2, step="learned")._stall_hint().endswith(
+        "learned steps η in [0.25, 0.25]")
+    assert SGB(learner, n_learners=2, step=0.3)._stall_hint().endswith(", step η=0.3")
+    assert StagewiseGB(learner, n_learners=2, step=0.2)._stall_hint().endswith(", step η=0.2")
+    assert OGB(learner, n_learners=4, step=0.5)._stall_hint().endswith(", step η=0.5")
+    assert "step" not in SingleLearner(learner)._stall_hint()

@@ -309,7 +309,8 @@ class Booster(nn.Module, ABC):
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
 
     def _stall_hint(self) -> str:
-        """The settings a stall warning suggests changing: learning rate and step(s)."""
+        """The settings a stall warning suggests changing: the learning rate here; boosters
+        with steps add theirs."""
         optimizers = self.learners.optimizers
         group = optimizers[0].param_groups[0]
         if isinstance(optimizers[0], Prodigy):  # its lr multiplies an estimate d per learner
@@ -319,12 +320,7 @@ class Booster(nn.Module, ABC):
         else:
             hint = (f"now lr={optimizers[0].defaults['lr']:g}" if "lr" in group
                     else "now the optimizer's default")
-        rule = getattr(self, "step_rule", None)
-        if rule is not None:
-            low, high = (float(v) for v in rule.steps().aminmax())
-            return hint + f", learned steps η in [{low:.3g}, {high:.3g}]"
-        step = getattr(self, "step", None)
-        return hint + (f", step η={step:g}" if isinstance(step, float) else "")
+        return hint
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:

@@ -81,6 +81,9 @@ class GradientBoosting(Booster):
                                                    "config": {**config, "standardize": False}}
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    def _stall_hint(self) -> str:
+        return super()._stall_hint() + f", step η={self.step:g}"
+
     def default_step(self) -> float:
         """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
         if self.targets == "newton":

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from torchboost.boosters.online_linear import OnlineLinearBooster
 from torchboost.losses import Loss
+from torchboost.params import positive_float
 from torchboost.projections import Ball
 
 __all__ = ["OGB", "ogb_radius"]
@@ -63,7 +64,7 @@ class OGB(OnlineLinearBooster):
                  radius: float | None = None, **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)
         n = self.n_learners
-        step = max(math.log(n) / n, 1.0 / n) if step is None else float(step)
+        step = max(math.log(n) / n, 1.0 / n) if step is None else positive_float("step", step)
         if not 1.0 / n <= step <= 1.0:
             raise ValueError(f"OGB needs step η in [1/N, 1] = [{1.0 / n:.4g}, 1], got {step}")
         self.step = step
@@ -75,6 +76,9 @@ class OGB(OnlineLinearBooster):
         self.projection = Ball(self.radius)
         self.register_buffer("sigma", torch.zeros(n))
         self._radius_warned = False
+
+    def _stall_hint(self) -> str:
+        return super()._stall_hint() + f", step η={self.step:g}"
 
     @property
     def linear_scale(self) -> float:
