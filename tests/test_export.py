@@ -170,3 +170,58 @@ def test_scikit_learn_estimators_export_with_their_scaling_folded_in():
                                clf.predict_proba(features), rtol=1e-4, atol=1e-5)
     index = clf.export(output="label")(x).numpy()
     assert (clf.classes_[index] == clf.predict(features)).mean() > 0.99  # ties: float32 vs 64
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+def test_stump_learners_export_through_torch_export_and_onnx(tmp_path):
+    from torchboost.learners import StumpRegressor
+
+    booster = _trained(lambda: SGB(lambda: StumpRegressor(6, curvature=2.0), n_learners=4), X, Y,
+                       rounds=8)
+    assert booster.learners.mode == "loop"
+    module = booster.export()
+    torch.testing.assert_close(module(X), booster.predict(X), atol=ATOL, rtol=1e-5)
+    program = torch.export.export(module, (X[:16],),
+                                  dynamic_shapes=({0: torch.export.Dim("batch")},))
+    torch.testing.assert_close(program.module()(X[:9]), booster.predict(X[:9]), atol=ATOL,
+                               rtol=1e-5)
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    path = tmp_path / "stumps.onnx"
+    torch.onnx.export(module, (X[:16],), str(path), dynamo=True,
+                      dynamic_shapes=({0: torch.export.Dim("batch")},), input_names=["x"])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"x": X[:40].numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), booster.predict(X[:40]), atol=1e-4,
+                               rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+def test_a_booster_trained_on_real_data_exports_to_onnx_runtime(tmp_path):
+    """ABALONE (../shared/data): one pass of default SGB, then the held-out rows through the
+    exported program and an ONNX Runtime session."""
+    from pathlib import Path
+
+    from torchboost.data import load_abalone
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "abalone"
+    if not root.is_dir():
+        pytest.skip(f"real data not found at {root} (see ../shared/data/README.md)")
+    data = load_abalone(root)
+    torch.manual_seed(0)
+    booster = SGB(partial(TwoLayerNet, data.x_train.shape[1], 10), n_learners=8)
+    for start in range(0, data.x_train.shape[0], 64):
+        booster.learn(data.x_train[start:start + 64], data.y_train[start:start + 64])
+    x = data.x_test
+    expected = booster.predict(x)
+    program = torch.export.export(booster.export(), (x[:16],),
+                                  dynamic_shapes=({0: torch.export.Dim("batch")},))
+    torch.testing.assert_close(program.module()(x), expected, atol=1e-4, rtol=1e-5)
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    path = tmp_path / "abalone.onnx"
+    torch.onnx.export(booster.export(), (x[:16],), str(path), dynamo=True,
+                      dynamic_shapes=({0: torch.export.Dim("batch")},), input_names=["x"])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"x": x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), expected, atol=1e-4, rtol=1e-4)
