@@ -252,9 +252,12 @@ class Booster(nn.Module, ABC):
         """
         if sync is not None:
             if not self.supports_distributed:
+                from torchboost.boosters.registry import BOOSTERS  # (it imports this module)
+                able = sorted({spec.cls.__name__ for spec in BOOSTERS.values()
+                               if spec.cls.supports_distributed})
                 raise ValueError(f"{type(self).__name__} runs its own round (its per-round state "
                                  "is not synchronised across processes); data-parallel training "
-                                 "supports SGB, ResidualSGB, OGB, ConvexHullOGB, SingleLearner")
+                                 f"supports {', '.join(able)}")
             if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
                    for m in self.learners.modules()):
                 raise ValueError("weak learners with BatchNorm running statistics would update "
