@@ -46,3 +46,91 @@ def test_the_checks_catch_state_kept_outside_the_state_dict() -> None:
             register_booster(spec)
     finally:
         del BOOSTERS["drifting_sgb_test"]
+
+
+def _register(name: str, cls):  # type: ignore[no-untyped-def]
+    from torchboost.boosters.registry import BoosterSpec, register_booster
+
+    return register_booster(BoosterSpec(name, cls))
+
+
+def test_the_checks_catch_what_a_newcomer_got_wrong() -> None:
+    """Four mistakes a newcomer made writing a booster from the docs page, each named by the
+    check it breaks: a counter updated before the step in a plain attribute (not restored by a
+    failed round), a diagnostic kept in a plain tensor (lost by state_dict), a counter named
+    ``rounds`` (the base class's own), and constructor options without ``config_keys``."""
+    import torch
+    from torch import Tensor
+
+    from torchboost.boosters.base import Booster
+    from torchboost.boosters.sgb import SGB
+    from torchboost.testing import (
+        check_failed_round_restores_everything,
+        check_learn_returns_scores,
+        check_options_are_recorded,
+        check_state_dict_resumes_exactly,
+    )
+
+    class CountsBeforeTheStep(SGB):
+        def learner_objective(self, h, partials, z):  # type: ignore[no-untyped-def]
+            self.seen = getattr(self, "seen", 0) + 1  # plain: a failed round keeps it
+            return super().learner_objective(h, partials, z)
+
+    class PlainDiagnostic(SGB):
+        def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
+            self.ema = getattr(self, "ema", torch.zeros(())) * 0.9 + h.square().mean()
+
+        def diagnostics(self) -> dict[str, Tensor]:
+            return {**super().diagnostics(), "ema": getattr(self, "ema", torch.zeros(()))}
+
+    class OwnRounds(SGB):
+        def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
+            self.rounds += 1  # the base class's counter, counted twice
+
+    class Unrecorded(Booster):
+        def __init__(self, learners, *, shrinkage: float = 0.3, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(learners, "squared", **kwargs)
+            self.shrinkage = shrinkage
+
+        def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
+            return torch.cat([y0[None], y0[None] + self.shrinkage * h.cumsum(0)])
+
+        def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
+            return z[None] - partials[:-1]
+
+    cases = [(CountsBeforeTheStep, check_failed_round_restores_everything,
+              "plain attribute 'seen' was changed by a rejected round"),
+             (PlainDiagnostic, check_state_dict_resumes_exactly,
+              "diagnostics of a round after loading .state in a plain attribute"),
+             (OwnRounds, check_learn_returns_scores,
+              r"counters read rounds, samples_seen = \(2, 16\).*assign one of these names"),
+             (Unrecorded, check_options_are_recorded,
+              r"constructor takes \['shrinkage'\] but the class declares no config_keys")]
+    for cls, check, message in cases:
+        spec = _register(f"newcomer_{cls.__name__}", cls)
+        try:
+            with pytest.raises(AssertionError, match=message):
+                check(spec)
+        finally:
+            del BOOSTERS[spec.name]
+
+
+def test_single_learner_records_its_prediction_units_and_loads_older_states() -> None:
+    import torch
+    from torch import nn
+
+    from torchboost import SingleLearner
+
+    def build(units: int) -> SingleLearner:
+        torch.manual_seed(0)
+        return SingleLearner(lambda: nn.Linear(3, 1), prediction_units=units)
+
+    wide = build(8)
+    wide.learn(torch.randn(4, 3), torch.randn(4))
+    with pytest.raises(ValueError, match="prediction_units: saved 8, this booster 1"):
+        build(1).load_state_dict(wide.state_dict())
+    old = wide.state_dict()
+    del old["_extra_state"]["config"]["prediction_units"]  # as written by earlier versions
+    again = build(8)
+    again.load_state_dict(old)
+    assert again.compute_units == wide.compute_units == 4 * 24

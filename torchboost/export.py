@@ -149,8 +149,9 @@ def export_booster(booster: Booster, n_learners: int | None = None, output: Outp
     weights = booster.combination_weights(k)
     if weights is None:
         raise ValueError(f"{type(booster).__name__} cannot be exported: its prediction is not "
-                         "y^0 + Σ w_i h_i of its learners' outputs (export supports SGB and its "
-                         "variants, StagewiseGB and SingleLearner)")
+                         "y^0 + Σ w_i h_i of its learners' outputs (a booster whose prediction "
+                         "is says so in combination_weights(k), as SGB and its variants, "
+                         "StagewiseGB and SingleLearner do)")
     dtype = booster.learners.dtype
     engine = booster.learners.engine
     learners: nn.Module = (_StackedLearners(engine, k) if isinstance(engine, StackedEngine)

@@ -21,7 +21,9 @@ Adam at 0.05, seeded) and streams a few seeded batches of 16 rows (real labels f
   the state (buffers, parameters, optimizer and schedule state, extra state), not in plain
   attributes;
 * :func:`check_schedule_steps_once_per_round` — ``lr_scheduler=`` steps once per round;
-* :func:`check_seeded_runs_are_identical` — the same seed, the same batches: the same state.
+* :func:`check_seeded_runs_are_identical` — the same seed, the same batches: the same state;
+* :func:`check_options_are_recorded` — a class adding constructor options declares the
+  ``config_keys`` that save them with the state.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from torchboost.boosters.registry import BoosterSpec
 
 __all__ = ["CHECKS", "check_bad_input_changes_nothing", "check_booster",
            "check_failed_round_restores_everything", "check_learn_returns_scores",
+           "check_options_are_recorded",
            "check_schedule_steps_once_per_round", "check_seeded_runs_are_identical",
            "check_state_dict_resumes_exactly", "example_batch", "example_booster"]
 
@@ -99,13 +102,20 @@ def check_learn_returns_scores(spec: BoosterSpec) -> None:
     x, y = example_batch(spec, 0)
     out = booster.learn(x, y)
     assert out.is_floating_point() and out.shape == (_BATCH, booster.out_dim), (
-        f"{spec.name}: learn returned {tuple(out.shape)}, not (B, m)")
-    assert booster.predict(x).shape == (_BATCH, booster.out_dim)
-    assert (booster.rounds, booster.samples_seen) == (1, _BATCH)
-    assert booster.compute_units > 0
+        f"{spec.name}: learn returned {out.dtype} {tuple(out.shape)}, not float (B, m) = "
+        f"{(_BATCH, booster.out_dim)}")
+    shape = tuple(booster.predict(x).shape)
+    assert shape == (_BATCH, booster.out_dim), f"{spec.name}: predict returned {shape}"
+    counted = (booster.rounds, booster.samples_seen)
+    assert counted == (1, _BATCH) and booster.compute_units > 0, (
+        f"{spec.name}: after one learn() of {_BATCH} rows the counters read rounds, "
+        f"samples_seen = {counted}, compute_units = {booster.compute_units}, not (1, {_BATCH}) "
+        "and > 0: rounds, samples_seen and compute_units belong to the base class (does the "
+        "booster assign one of these names itself?)")
     if spec.task == "classification":
         labels = booster.predict_label(x)
-        assert labels.dtype == torch.int64 and labels.shape == (_BATCH,)
+        assert labels.dtype == torch.int64 and labels.shape == (_BATCH,), (
+            f"{spec.name}: predict_label returned {labels.dtype} {tuple(labels.shape)}")
 
 
 def check_bad_input_changes_nothing(spec: BoosterSpec) -> None:
@@ -131,10 +141,20 @@ def check_bad_input_changes_nothing(spec: BoosterSpec) -> None:
         assert booster.rounds == 1, f"{spec.name}: {what} counted a round"
 
 
+def _plain_attributes(booster: Booster) -> dict[str, Any]:
+    """The booster's own plain attributes (numbers, strings, tensors not registered as buffers,
+    tuples and lists of them), deep-copied: state a failed round would leave changed."""
+    import copy
+    kinds = (int, float, bool, str, Tensor, tuple, list)
+    return {name: copy.deepcopy(value) for name, value in vars(booster).items()
+            if not name.startswith("_") and isinstance(value, kinds)}
+
+
 def check_failed_round_restores_everything(spec: BoosterSpec) -> None:
     booster = example_booster(spec)
     booster.learn(*example_batch(spec, 0))
     state, optimizers = _state(booster), _optimizer_states(booster)
+    plain = _plain_attributes(booster)
     rates = [g["lr"] for opt in booster.learners.optimizers for g in opt.param_groups]
     for group in (g for opt in booster.learners.optimizers for g in opt.param_groups):
         group["lr"] = 1e30  # finite parameters of ~1e29 after one step: useless, not NaN
@@ -145,6 +165,10 @@ def check_failed_round_restores_everything(spec: BoosterSpec) -> None:
     else:
         raise AssertionError(f"{spec.name}: a step of 1e30 was accepted")
     _assert_same(state, _state(booster), f"{spec.name}: state after a rejected round")
+    for name, value in _plain_attributes(booster).items():
+        _assert_same(plain.get(name), value, f"{spec.name}: the plain attribute {name!r} was "
+                     "changed by a rejected round (only buffers, parameters and optimizer "
+                     "state are restored: keep round state in a registered buffer)")
     after = _optimizer_states(booster)
     for saved, now in zip(optimizers, after, strict=True):
         _assert_same(saved["state"], now["state"], f"{spec.name}: optimizer state")
@@ -163,10 +187,13 @@ def check_state_dict_resumes_exactly(spec: BoosterSpec) -> None:
     copy = example_booster(spec, seed=1)  # other initial weights: the state must overwrite them
     copy.load_state_dict(booster.state_dict())
     x, _ = example_batch(spec, 9)
-    _assert_same(booster.predict(x), copy.predict(x), f"{spec.name}: loaded prediction")
+    hint = " (state in a plain attribute? state_dict saves buffers, parameters, extra state)"
+    _assert_same(booster.predict(x), copy.predict(x), f"{spec.name}: loaded prediction" + hint)
     for seed in (3, 4):
         a, b = booster.learn(*example_batch(spec, seed)), copy.learn(*example_batch(spec, seed))
-        _assert_same(a, b, f"{spec.name}: prediction of a round after loading")
+        _assert_same(a, b, f"{spec.name}: prediction of a round after loading" + hint)
+    _assert_same(booster.diagnostics(), copy.diagnostics(),
+                 f"{spec.name}: diagnostics of a round after loading" + hint)
     _assert_same(booster.state_dict(), copy.state_dict(), f"{spec.name}: state after loading")
 
 
@@ -191,11 +218,34 @@ def check_seeded_runs_are_identical(spec: BoosterSpec) -> None:
     _assert_same(runs[0], runs[1], f"{spec.name}: two seeded runs")
 
 
+def check_options_are_recorded(spec: BoosterSpec) -> None:
+    """A class that adds constructor options must name the attributes holding them in
+    ``config_keys`` (they are saved with the state, and a state saved with other options is
+    refused); without any, a state of another configuration would load silently."""
+    import inspect
+    own: set[str] = set()
+    declared = False
+    for cls in spec.cls.__mro__:
+        if cls is Booster or not issubclass(cls, Booster):
+            break
+        declared = declared or bool(vars(cls).get("config_keys"))
+        if "__init__" in vars(cls):  # beyond self, the learners (first) and the loss
+            names = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            own |= set(names[2:]) - {"loss"}
+    own -= set(inspect.signature(Booster.__init__).parameters)
+    assert declared or not own, (
+        f"{spec.name}: {spec.cls.__name__}'s constructor takes {sorted(own)} but the class "
+        "declares no config_keys: a state saved with other values would load silently; list "
+        "the attributes that hold these options in config_keys")
+
+
 #: Every check, in order.
 CHECKS: tuple[Callable[[BoosterSpec], None], ...] = (
     check_learn_returns_scores, check_bad_input_changes_nothing,
     check_failed_round_restores_everything, check_state_dict_resumes_exactly,
-    check_schedule_steps_once_per_round, check_seeded_runs_are_identical)
+    check_schedule_steps_once_per_round, check_seeded_runs_are_identical,
+    check_options_are_recorded)
 
 
 def check_booster(spec: BoosterSpec) -> None:

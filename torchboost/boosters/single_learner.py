@@ -40,6 +40,8 @@ class SingleLearner(Booster):
 
     default_lr_rule = True
 
+    config_keys = ("prediction_units",)
+
     def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,
                  **kwargs: Any) -> None:
         kwargs.setdefault("n_learners", 1)
@@ -50,6 +52,16 @@ class SingleLearner(Booster):
                 isinstance(prediction_units, int) and prediction_units >= 1):
             raise ValueError(f"prediction_units must be an int >= 1, got {prediction_units!r}")
         self.prediction_units = prediction_units
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        config = extra.get("config") if isinstance(extra, dict) else None
+        if isinstance(config, dict) and "prediction_units" not in config:
+            # saved before the option was recorded: it cannot be checked, take this booster's
+            state_dict[prefix + "_extra_state"] = {
+                **extra, "config": {**config, "prediction_units": self.prediction_units}}
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def units_per_example(self) -> int:
