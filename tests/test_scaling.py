@@ -191,3 +191,20 @@ def test_a_loaded_state_replaces_the_label_statistics_of_earlier_rounds():
     other.learn(*batches[2])  # keeps the label statistics of its own batch
     other.load_state_dict(trained.state_dict())
     assert torch.equal(other.learn(*batches[3]), trained.learn(*batches[3]))
+
+
+@pytest.mark.parametrize("where", ["features", "labels"])
+def test_one_batch_of_huge_finite_values_leaves_finite_statistics(where):
+    """Deviations of 1e19 squared overflow float32 for a batch of 64: the statistics are summed
+    in float64, so the booster keeps predicting finite numbers afterwards (it once went inf for
+    good)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    booster = SGB(lambda: TwoLayerNet(4, 5), n_learners=3)
+    booster.learn(x, y)
+    booster.learn(x * 1e19, y) if where == "features" else booster.learn(x, y * 1e19)
+    for _ in range(5):
+        booster.learn(x, y)
+    moments = getattr(booster.standardizer, where)
+    assert torch.isfinite(moments.sq_dev).all() and torch.isfinite(booster.predict(x)).all()
+    assert moments.std().max() > 1e17  # the outlier batch is in the statistics, as it should be

@@ -75,10 +75,12 @@ class RunningMoments(nn.Module):
         they are (:meth:`commit` stores them)."""
         dims = [0, *range(2, values.ndim)]
         size = values[:, :1].numel()
-        # the batch's own moments, in the values' precision (two passes; torch.var_mean over
-        # the batch dimension is several times slower on CPU)
+        # the batch's own moments: the mean in the values' precision, the squared deviations
+        # summed in float64 (in float32 deviations of 1e18 squared overflow for a batch of 256
+        # and would leave inf statistics for good; two passes: torch.var_mean over the batch
+        # dimension is several times slower on CPU)
         batch_mean = values.mean(dims, keepdim=True)
-        batch_sq_dev = (values - batch_mean).square().sum(dims).double()
+        batch_sq_dev = (values - batch_mean).double().square().sum(dims)
         batch_mean = batch_mean.reshape(-1).double()
         # the batch size as a tensor only to be summed over the replicas
         n = (torch.full((1,), float(size), dtype=torch.float64, device=values.device)
