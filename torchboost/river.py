@@ -42,6 +42,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -62,11 +63,25 @@ from torchboost.params import integer, positive_int
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
 
-def _number(name: Hashable, value: Any) -> float:
-    """A feature's value as a finite float, or a ``ValueError`` naming the feature."""
+#: the types of the values learn_one's fast path takes as they are (others are checked one by
+#: one, which refuses text even where float() would parse it)
+_NUMBERS = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
+
+
+@functools.lru_cache
+def _largest(dtype: str | torch.dtype) -> float:
+    return torch.finfo(torch_dtype(dtype)).max
+
+
+def _number(name: Hashable, value: Any, limit: float = math.inf) -> float:
+    """A feature's value as a finite float of magnitude at most ``limit`` (the learners'
+    dtype's largest), or a ``ValueError`` naming the feature. Text is refused even where
+    ``float()`` would parse it ("3", b"3"): it is a category or a parsing slip, not a number."""
     if isinstance(value, np.generic):
         value = value.item()  # shown as 1.5, not np.float64(1.5)
     try:
+        if isinstance(value, str | bytes):
+            raise TypeError
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"feature {name!r} is {value!r}, not a number: encode it (e.g. "
@@ -76,10 +91,15 @@ def _number(name: Hashable, value: Any) -> float:
         raise ValueError(f"feature {name!r} is {value!r}: NaN and inf cannot be learnt; impute "
                          "it (e.g. river's preprocessing.StatImputer) or drop the example; "
                          "nothing was learnt from it")
+    if abs(number) > limit:
+        raise ValueError(f"feature {name!r} is {value!r}, beyond the learners' range "
+                         f"(±{limit:.3g}): scale it (e.g. river's preprocessing.StandardScaler) "
+                         "or build the model with dtype='float64'; nothing was learnt from it")
     return number
 
 
-def _rows(X: Any, features: list[Hashable] | None) -> tuple[list[Hashable], list[list[float]]]:
+def _rows(X: Any, features: list[Hashable] | None,
+          limit: float = math.inf) -> tuple[list[Hashable], list[list[float]]]:
     """The feature names (``features``, or those of the first row if ``None``) and every row of
     ``X`` (a pandas ``DataFrame`` or a sequence of dicts) as finite floats in their order; a
     bad value raises naming its feature (and its row)."""
@@ -91,30 +111,30 @@ def _rows(X: Any, features: list[Hashable] | None) -> tuple[list[Hashable], list
         matrix = np.zeros((X.shape[0], len(names)))
         for j, name in enumerate(names):
             if name in set(columns):
-                matrix[:, j] = _finite_column(name, X[name].to_numpy())
+                matrix[:, j] = _finite_column(name, X[name].to_numpy(), limit)
         return names, matrix.tolist()
     rows = list(X)
     if not rows:
         return features or [], []
     names = features if features is not None else sorted(rows[0], key=str)
-    return names, [[_checked(name, x.get(name, 0.0), i) for name in names]
+    return names, [[_checked(name, x.get(name, 0.0), i, limit) for name in names]
                    for i, x in enumerate(rows)]
 
 
-def _finite_column(name: Hashable, column: np.ndarray) -> np.ndarray:
-    """A DataFrame column as finite float64, or the error of its first bad value."""
-    try:
+def _finite_column(name: Hashable, column: np.ndarray, limit: float) -> np.ndarray:
+    """A DataFrame column as finite float64 within ``±limit``, or the error of its first bad
+    value (text columns are read value by value, so that "3" is refused as text)."""
+    values = None
+    if column.dtype.kind in "biuf":
         values = column.astype(np.float64)
-    except (TypeError, ValueError):
-        values = None
-    if values is None or not np.isfinite(values).all():
-        values = np.array([_checked(name, value, i) for i, value in enumerate(column)])
+    if values is None or not (np.isfinite(values).all() and np.abs(values).max() <= limit):
+        values = np.array([_checked(name, value, i, limit) for i, value in enumerate(column)])
     return values
 
 
-def _checked(name: Hashable, value: Any, row: int) -> float:
+def _checked(name: Hashable, value: Any, row: int, limit: float) -> float:
     try:
-        return _number(name, value)
+        return _number(name, value, limit)
     except ValueError as error:
         raise ValueError(f"row {row}: {error}") from None
 
@@ -171,7 +191,8 @@ class _RiverBoosting:
     def _vector(self, x: dict[Hashable, Any]) -> list[float]:
         """``x`` as finite floats in the order of :attr:`features` (which must be fixed)."""
         assert self.features is not None
-        return [_number(name, x.get(name, 0.0)) for name in self.features]
+        limit = self._limit
+        return [_number(name, x.get(name, 0.0), limit) for name in self.features]
 
     def flush(self) -> None:
         """Run one round on the buffered examples now (however few). If the round raises, the
@@ -200,29 +221,49 @@ class _RiverBoosting:
         before anything is buffered (the first example's names are kept only if it is
         accepted)."""
         features = self.features if self.features is not None else sorted(x, key=str)
+        values = [x.get(name, 0.0) for name in features]
+        limit = self._limit
         try:  # the common case fast; the checks name the bad feature
-            row = [float(x.get(name, 0.0)) for name in features]
-            good = math.isfinite(sum(row))
+            row = [float(v) for v in values]
+            good = (set(map(type, values)) <= _NUMBERS and math.isfinite(sum(row))
+                    and -limit <= min(row) and max(row) <= limit)
         except (TypeError, ValueError):
             good = False
         if not good:
-            row = [_number(name, x.get(name, 0.0)) for name in features]
+            row = [_number(name, v, limit) for name, v in zip(features, values, strict=True)]
         self._encode([y])  # an unknown or non-finite label raises now, not at the round
         self.features = features
         self._buffer(row, y)
 
+    @property
+    def _limit(self) -> float:
+        """The largest magnitude the learners' dtype holds."""
+        return _largest(self.dtype)
+
     def _buffer(self, row: list[float], y: Any) -> None:
+        """Append one example; a full buffer is a round. If the round raises, the example is
+        taken back out, so the call changed nothing (the booster's round is all or nothing)."""
         self._x.append(row)
         self._y.append(y)
         if len(self._x) >= self.batch_size:
-            self.flush()
+            try:
+                self.flush()
+            except BaseException:
+                self._x.pop()
+                self._y.pop()
+                raise
 
     def learn_many(self, X: Any, y: Any) -> None:
         """Buffer every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts) with its
         label in ``y``; each full buffer is one round. Every row and label is checked before any
-        is buffered: a bad one raises naming its feature and row, and nothing is learnt."""
-        labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
-        features, vectors = _rows(X, self.features)
+        is buffered: a bad one raises naming its feature and row, and nothing is learnt. Then it
+        is one :meth:`learn_one` per row: if a round fails, the rounds before it stay learnt."""
+        try:
+            labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
+        except TypeError:
+            raise ValueError(f"y must be a sequence of labels, one per row of X, got "
+                             f"{type(y).__name__}") from None
+        features, vectors = _rows(X, self.features, self._limit)
         if len(vectors) != len(labels):
             raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
         if not vectors:
@@ -252,7 +293,7 @@ class _RiverBoosting:
         """Raw booster outputs ``(n, m)`` for ``X`` (``None`` before the first round)."""
         if self.booster_ is None:
             return None
-        _, vectors = _rows(X, self.features)
+        _, vectors = _rows(X, self.features, self._limit)
         if not vectors:
             return np.zeros((0, self.booster_.out_dim))
         with threads(self.n_threads):
@@ -282,18 +323,21 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
         return 1
 
     def _encode(self, y: Sequence[Any]) -> torch.Tensor:
+        limit = self._limit
         try:
             values = [float(v) for v in y]
-            good = math.isfinite(sum(values))
+            good = (set(map(type, y)) <= _NUMBERS and math.isfinite(sum(values))
+                    and -limit <= min(values) and max(values) <= limit)
         except (TypeError, ValueError):
             good = False
         if not good:
             for i, v in enumerate(y):
                 try:
-                    _number("", v)
+                    _number("", v, limit)
                 except ValueError:
-                    raise ValueError(f"label {v!r} (row {i}) is not a finite number; nothing "
-                                     "was learnt") from None
+                    raise ValueError(f"label {v!r} (row {i}) is not a finite number within the "
+                                     f"learners' range (±{limit:.3g}); nothing was "
+                                     "learnt") from None
         return torch.tensor(values, dtype=torch_dtype(self.dtype))
 
     def _before_first_round(self) -> float:
@@ -353,6 +397,9 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
     def _encode(self, y: Sequence[Any]) -> torch.Tensor:
         try:
             return torch.tensor([self._index[label] for label in y], dtype=torch.int64)
+        except TypeError:  # an unhashable label: a list, a dict
+            raise ValueError(f"labels must be hashable class labels among {self._labels}, got "
+                             f"{next(v for v in y if not isinstance(v, Hashable))!r}") from None
         except KeyError as error:
             raise ValueError(f"label {error.args[0]!r} is not among the classes {self._labels} "
                              "(list every label with classes=[...])") from None
