@@ -239,20 +239,6 @@ def test_river_learn_many_checks_every_row_first():
     assert model.n_pending == 3
 
 
-def test_river_keeps_the_buffer_when_a_round_fails():
-    pytest.importorskip("river")
-    from torchboost.river import SGBRegressor
-
-    model = SGBRegressor(n_learners=2, batch_size=2, n_threads=1)
-    model.learn_one({"a": 1.0}, 1.0)
-    model.learn_one({"a": 2.0}, 2.0)
-    rounds = model.booster_.rounds
-    model.learn_one({"a": 1e39}, 1.0)  # finite here, but it overflows the float32 learners
-    with pytest.raises(ValueError, match="float32"):
-        model.learn_one({"a": 1.0}, 1.0)
-    assert model.n_pending == 2 and model.booster_.rounds == rounds
-
-
 def test_finite_float64_features_that_overflow_float32_are_named_as_such():
     booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
     x = torch.randn(4, 3, dtype=torch.float64)
@@ -347,3 +333,106 @@ def test_the_auto_mode_probe_leaves_the_learners_buffers_alone():
         booster.learn(x, y)
         counts[mode] = [booster.learners.learner(i).calls.item() for i in range(2)]
     assert counts == {"auto": [2, 2], "loop": [2, 2], "stacked": [2, 2]}
+
+
+def test_river_refuses_text_and_values_beyond_the_learners_range_at_learn_one():
+    pytest.importorskip("river")
+    pd = pytest.importorskip("pandas")
+    from torchboost.river import SGBClassifier, SGBRegressor
+
+    model = SGBRegressor(n_learners=2, batch_size=4, n_threads=1)
+    for value in ("3", b"3", 1e40, -1e39):
+        with pytest.raises(ValueError, match="feature 'a'"):
+            model.learn_one({"a": value}, 1.0)
+    for label in ("3.5", 1e300):
+        with pytest.raises(ValueError, match=r"label .* is not a finite number within"):
+            model.learn_one({"a": 1.0}, label)
+    with pytest.raises(ValueError, match="row 1: feature 'a' is '2', not a number"):
+        model.learn_many(pd.DataFrame({"a": [1.0, "2"]}), [1.0, 2.0])
+    with pytest.raises(ValueError, match="y must be a sequence of labels"):
+        model.learn_many([{"a": 1.0}], 1.0)
+    assert model.n_pending == 0 and model.features is None
+    for i in range(6):  # and it still learns: nothing stuck in the buffer
+        model.learn_one({"a": float(i)}, float(i))
+    assert model.booster_.rounds == 1 and model.n_pending == 2
+    wide = SGBRegressor(n_learners=2, batch_size=2, n_threads=1, dtype="float64")
+    wide.learn_one({"a": 1e40}, 1.0)  # within float64's range
+    with pytest.raises(ValueError, match=r"labels must be hashable class labels"):
+        SGBClassifier(n_learners=2).learn_one({"a": 1.0}, [1])
+
+
+def test_river_learn_one_whose_round_fails_takes_its_example_back():
+    pytest.importorskip("river")
+    from torchboost import DivergenceError
+    from torchboost.river import SGBRegressor
+
+    model = SGBRegressor(n_learners=2, batch_size=2, n_threads=1, learning_rate=1e30)
+    model.learn_one({"a": 1.0}, 1.0)
+    with pytest.raises(DivergenceError):
+        model.learn_one({"a": 2.0}, 2.0)  # fills the buffer: a round, which diverges
+    assert model.n_pending == 1 and model._x == [[1.0]] and model.booster_.rounds == 0
+
+
+def test_a_nan_row_in_a_data_stream_spoils_only_its_own_batch():
+    from torchboost.data import DataStream
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2000, 4, generator=g), torch.randn(2000, generator=g)
+    x[5, 1] = float("nan")
+    stream = DataStream(x, y, batch_size=100, shuffle=False, warmup=2000)
+    spoilt = [k for k, (bx, _) in enumerate(stream) if bool(torch.isnan(bx).any())]
+    assert spoilt == [0]  # the batch holding row 5, and that row only
+    clean = DataStream(torch.cat([x[:5], x[6:]]), y[:-1], batch_size=100, shuffle=False,
+                       warmup=2000)
+    torch.testing.assert_close(stream.mean, clean.mean, rtol=1e-12, atol=1e-12)
+
+
+def test_data_stream_reads_numpy_and_lists_and_names_what_it_cannot():
+    from torchboost.data import DataStream
+
+    x, y = torch.randn(10, 3, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
+    for xs, ys in ((x.numpy(), y), (x.numpy(), y.numpy()), (x, y.tolist())):
+        batches = list(DataStream(xs, ys, batch_size=4, shuffle=False, standardize=None))
+        assert torch.equal(torch.cat([b for b, _ in batches]), x)
+    with pytest.raises(ValueError, match=r"y must be a tensor .* got list"):
+        DataStream(x, [[1.0], "a"])
+    with pytest.raises(ValueError, match=r"x must be a tensor .* got set"):
+        DataStream({1.0, 2.0}, y)
+
+
+def test_anytime_prediction_counts_are_checked_the_same_everywhere():
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=3)
+    x = torch.randn(4, 3)
+    booster.learn(x, torch.randn(4))
+    for bad in (2.0, True, -1):
+        with pytest.raises(ValueError, match=r"n_learners must be an integer >= 0"):
+            booster.predict(x, bad)
+    with pytest.raises(ValueError, match=r"n_learners must be in \[0, 3\]"):
+        booster.predict(x, 4)
+    torch.testing.assert_close(booster.predict(x, 0), booster.predict(x[:1], 0).expand(4, 1))
+
+
+def test_sklearn_names_the_columns_that_are_not_numbers():
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    from torchboost.sklearn import SGBRegressor
+
+    X = pd.DataFrame({"a": np.arange(8.0), "c": pd.Categorical(list("xyxyxyxy"))})
+    with pytest.raises(ValueError, match=r"columns that are not numbers: \['c'\]"):
+        SGBRegressor(max_passes=1, n_learners=2).fit(X, np.arange(8.0))
+
+
+def test_checkpoint_functions_on_directories_say_so(tmp_path):
+    from torchboost.lightning import atomic_save, check_checkpoint, latest_checkpoint
+
+    folder = tmp_path / "d.ckpt"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match=r"d\.ckpt: it is a directory"):
+        atomic_save({"a": 1}, folder)
+    with pytest.raises(IsADirectoryError, match=r"is a directory, not a checkpoint file"):
+        check_checkpoint(folder)
+    saved = atomic_save({"a": 1}, tmp_path / "last.ckpt")
+    with pytest.raises(NotADirectoryError, match="looks in a directory"):
+        latest_checkpoint(saved)
+    assert latest_checkpoint(tmp_path) == saved  # the folder named *.ckpt is not a candidate
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.ckpt", "last.ckpt"]

@@ -85,6 +85,21 @@ _STD_FLOOR = 1e-8
 _PREDICT_CHUNK = 8192
 
 
+@contextmanager
+def _naming_text_columns(X: Any) -> Iterator[None]:
+    """scikit-learn's "could not convert string to float" names no column: for a DataFrame, add
+    the columns that are not numeric."""
+    try:
+        yield
+    except ValueError as error:
+        dtypes = getattr(X, "dtypes", None)
+        if dtypes is None or "convert" not in str(error):
+            raise
+        text = [str(c) for c, dtype in dtypes.items() if getattr(dtype, "kind", "O") not in "biuf"]
+        raise ValueError(f"{error} (columns that are not numbers: {text}; encode them first, e.g. "
+                         "a ColumnTransformer with OneHotEncoder in a Pipeline)") from error
+
+
 def _mean_and_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column means and standard deviations in float64 that do not overflow for finite values
     of any size: each column is divided by its largest magnitude first (``np.std`` of values
@@ -229,8 +244,9 @@ class _StreamingBoosting(BaseEstimator):
     def _validate(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
         if not reset:
             self._check_columns(X)
-        return validate_data(self, X, y, reset=reset, dtype=[np.float64, np.float32],
-                             y_numeric=not isinstance(self, ClassifierMixin))
+        with _naming_text_columns(X):
+            return validate_data(self, X, y, reset=reset, dtype=[np.float64, np.float32],
+                                 y_numeric=not isinstance(self, ClassifierMixin))
 
     def _check_columns(self, X: Any) -> None:
         """A DataFrame whose columns differ from ``feature_names_in_`` (other names, or the same
@@ -298,7 +314,8 @@ class _StreamingBoosting(BaseEstimator):
         """The booster's raw outputs ``(n, m)`` as float64 numpy."""
         check_is_fitted(self, "booster_")
         self._check_columns(X)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        with _naming_text_columns(X):
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         predictor = self._predictor()
         x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, device=self.device,
                             dtype=predictor.learners.dtype)

@@ -39,7 +39,7 @@ from torchboost.inputs import check_features
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
-from torchboost.params import positive_float, positive_int
+from torchboost.params import integer, positive_float, positive_int
 
 __all__ = ["Y0", "Booster", "Round"]
 
@@ -447,6 +447,11 @@ class Booster(nn.Module, ABC):
 
     # --- internals ------------------------------------------------------------------------------
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        if n_learners is not None:  # anytime prediction: 0 (y^0 alone) to every learner
+            n_learners = integer("n_learners", n_learners, 0)
+            if n_learners > self.n_learners:
+                raise ValueError(f"n_learners must be in [0, {self.n_learners}] (0: the initial "
+                                 f"prediction alone), got {n_learners}")
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
         out = self._run_learners(self._forward_learners, x, n_learners)

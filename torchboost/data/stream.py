@@ -58,9 +58,10 @@ class DataStream:
     * ``"auto"`` (default): ``"warmup"`` for tabular ``x`` of shape ``(n, d)``, ``None`` for
       images (``x.ndim > 2``, e.g. MNIST's ``(n, 1, 28, 28)`` already scaled to ``[0, 1]``).
 
-    :meth:`transform` applies the current statistics to held-out data. NaNs are passed through,
-    never dropped (a NaN among the rows the statistics are computed from makes that feature's
-    statistics NaN); validating inputs is the learner's job.
+    :meth:`transform` applies the current statistics to held-out data. Rows holding NaN or inf
+    are passed through, never dropped, but left out of the statistics, so one bad row spoils
+    only its own batch (which the booster, or a :class:`~torchboost.data.ScreenedStream`,
+    refuses); validating inputs is the learner's job.
 
     Iterating continues from where the stream stands: ``start_batch=k`` (or
     :meth:`load_state_dict`) resumes at batch ``k`` with exactly the batches and statistics an
@@ -85,6 +86,7 @@ class DataStream:
         start_batch: int = 0,
         drop_last: bool = False,
     ) -> None:
+        x, y = _tensor("x", x), _tensor("y", y)
         if x.ndim < 2:
             raise ValueError(f"x must have shape (n, d) or (n, ...), got {tuple(x.shape)}")
         n = x.shape[0]
@@ -226,9 +228,15 @@ class DataStream:
             self._update(self.x[self._order[: self.warmup]])
 
     def _update(self, x_batch: Tensor) -> None:
-        """Merge a batch into the running count/mean/M2 (Chan et al.'s parallel Welford)."""
+        """Merge a batch's finite rows into the running count/mean/M2 (Chan et al.'s parallel
+        Welford)."""
         batch = x_batch.to(torch.float64)
+        finite = torch.isfinite(batch.reshape(batch.shape[0], -1)).all(1)
+        if not bool(finite.all()):
+            batch = batch[finite]
         n_batch = batch.shape[0]
+        if n_batch == 0:
+            return
         batch_mean = batch.mean(dim=0)
         batch_m2 = ((batch - batch_mean) ** 2).sum(dim=0)
         total = self._count + n_batch
@@ -332,3 +340,15 @@ def is_stateful(stream: Any) -> bool:
     Lightning's ``_Stateful`` protocol), so that a checkpointed fit resumes it exactly."""
     return callable(getattr(stream, "state_dict", None)) and callable(
         getattr(stream, "load_state_dict", None))
+
+
+def _tensor(name: str, values: Any) -> Tensor:
+    """``values`` as a tensor: tensors as they are, numpy arrays and nested sequences of numbers
+    through ``torch.as_tensor``; anything else is a ``ValueError`` naming ``name``."""
+    if torch.is_tensor(values):
+        return values
+    try:
+        return torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{name} must be a tensor (or a numpy array or a sequence of numbers "
+                         f"torch.as_tensor reads), got {type(values).__name__}: {error}") from None

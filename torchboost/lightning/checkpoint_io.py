@@ -76,9 +76,13 @@ def check_checkpoint(path: str | os.PathLike[str]) -> None:
     fail). Files in torch's legacy (non-zip) format are checked by loading them with
     ``weights_only=True``: a check never runs the pickled code of the file it checks, so a
     legacy file holding other objects than tensors and plain containers is refused (re-save it
-    in the default format). A missing file raises ``FileNotFoundError``."""
+    in the default format). A missing file raises ``FileNotFoundError``, a directory
+    ``IsADirectoryError``."""
     target = Path(path)
     size = target.stat().st_size  # FileNotFoundError for a missing file
+    if target.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a checkpoint file (for the newest "
+                                "checkpoint in a directory, use latest_checkpoint)")
     if size == 0:
         raise CorruptCheckpointError(path, "the file is empty")
     try:
@@ -158,6 +162,9 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     there. The new file gets the usual ``0o666 & ~umask`` permissions. Returns the path.
     """
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(f"cannot save a checkpoint to {path}: it is a directory; give "
+                                "a file name in it (e.g. directory / 'last.ckpt')")
     directory = target.parent
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob(f".*{TEMP_MARKER}*.tmp"):
@@ -185,6 +192,9 @@ def latest_checkpoint(dirpath: str | os.PathLike[str], suffix: str = ".ckpt") ->
     :func:`check_checkpoint` (truncated or corrupted by something else) are skipped with a
     warning naming them. Ties of modification time go to the later name.
     """
+    if Path(dirpath).is_file():
+        raise NotADirectoryError(f"latest_checkpoint looks in a directory; {dirpath} is a file "
+                                 "(pass its directory, or the file itself as ckpt_path)")
     candidates = [path for path in Path(dirpath).glob(f"*{suffix}") if path.is_file()]
     candidates.sort(key=lambda path: (path.stat().st_mtime_ns, path.name), reverse=True)
     for path in candidates:
