@@ -291,7 +291,8 @@ def test_estimators_refuse_bad_tables_and_keep_their_fit(kind: str, call: str, d
 
 
 # --- river estimators ---------------------------------------------------------------------------
-BAD_VALUES = [float("nan"), float("inf"), None, "x", [1.0], {"a": 1}, np.float32("nan")]
+BAD_VALUES = [float("nan"), float("inf"), None, "x", "3", b"3", 1e40, [1.0], {"a": 1},
+              np.float32("nan")]
 
 
 def _river_state(model) -> Any:
