@@ -12,7 +12,10 @@ from torch import Tensor
 
 from torchboost.losses import Loss
 
-__all__ = ["StreamingModel", "missing_members"]
+__all__ = ["COUNTERS", "StreamingModel", "counters", "load_counters", "missing_members"]
+
+#: the round counters every streaming model keeps, saved in its extra state
+COUNTERS = ("compute_units", "samples_seen", "rounds")
 
 
 @runtime_checkable
@@ -61,3 +64,14 @@ def missing_members(model: object) -> list[str]:
              *(name for name, value in vars(StreamingModel).items()
                if callable(value) and not name.startswith("_"))]
     return sorted(name for name in names if not hasattr(model, name))
+
+
+def counters(model: object) -> dict[str, int]:
+    """``model``'s :data:`COUNTERS`, for its extra state."""
+    return {key: getattr(model, key) for key in COUNTERS}
+
+
+def load_counters(model: object, state: dict[str, Any]) -> None:
+    """Set ``model``'s :data:`COUNTERS` from an extra state written with :func:`counters`."""
+    for key in COUNTERS:
+        setattr(model, key, int(state[key]))

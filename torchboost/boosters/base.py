@@ -40,6 +40,7 @@ from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
 from torchboost.params import integer, positive_float, positive_int
+from torchboost.protocol import counters, load_counters
 
 __all__ = ["Y0", "Booster", "Round"]
 
@@ -542,8 +543,6 @@ class Booster(nn.Module, ABC):
         return z.to(self.y0_fixed.device)
 
     # --- state ------------------------------------------------------------------------------------
-    _COUNTERS = ("compute_units", "samples_seen", "rounds")
-
     #: attributes that configure the algorithm, saved in the state and compared on loading
     #: (extended by the subclasses)
     config_keys: tuple[str, ...] = ()
@@ -645,14 +644,12 @@ class Booster(nn.Module, ABC):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape, "config": self.config(),
-                **{k: getattr(self, k) for k in self._COUNTERS}}
+        return {"input_shape": self.input_shape, "config": self.config(), **counters(self)}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
         self.input_shape = tuple(shape) if shape is not None else None
-        for key in self._COUNTERS:
-            setattr(self, key, int(state[key]))
+        load_counters(self, state)
 
 
 #: optimizer defaults that choose an implementation, not the arithmetic

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from torchboost.inputs import check_features
 from torchboost.losses import Loss
+from torchboost.protocol import counters, load_counters
 
 __all__ = ["ChainingBooster"]
 
@@ -116,11 +117,8 @@ class ChainingBooster(nn.Module):
     def _features(x: Tensor) -> Tensor:
         return check_features(x, torch.float64, owner="model")
 
-    _COUNTERS = ("compute_units", "samples_seen", "rounds")
-
     def get_extra_state(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self._COUNTERS}
+        return counters(self)
 
     def set_extra_state(self, state: dict[str, int]) -> None:
-        for key in self._COUNTERS:
-            setattr(self, key, int(state[key]))
+        load_counters(self, state)
