@@ -68,6 +68,18 @@ __all__ = ["SGBClassifier", "SGBRegressor"]
 _NUMBERS = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
+def _plain_floats(values: Sequence[Any], limit: float) -> list[float] | None:
+    """``values`` as floats when every one is a plain number, finite and within ``±limit`` (one
+    pass over the common case); ``None`` otherwise, for the checks that name the bad one."""
+    try:
+        floats = [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    good = (set(map(type, values)) <= _NUMBERS and math.isfinite(sum(floats))
+            and -limit <= min(floats) and max(floats) <= limit)
+    return floats if good else None
+
+
 @functools.lru_cache
 def _largest(dtype: str | torch.dtype) -> float:
     return torch.finfo(torch_dtype(dtype)).max
@@ -223,13 +235,8 @@ class _RiverBoosting:
         features = self.features if self.features is not None else sorted(x, key=str)
         values = [x.get(name, 0.0) for name in features]
         limit = self._limit
-        try:  # the common case fast; the checks name the bad feature
-            row = [float(v) for v in values]
-            good = (set(map(type, values)) <= _NUMBERS and math.isfinite(sum(row))
-                    and -limit <= min(row) and max(row) <= limit)
-        except (TypeError, ValueError):
-            good = False
-        if not good:
+        row = _plain_floats(values, limit)  # the common case fast; the checks name the feature
+        if row is None:
             row = [_number(name, v, limit) for name, v in zip(features, values, strict=True)]
         self._encode([y])  # an unknown or non-finite label raises now, not at the round
         self.features = features
@@ -324,13 +331,8 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
 
     def _encode(self, y: Sequence[Any]) -> torch.Tensor:
         limit = self._limit
-        try:
-            values = [float(v) for v in y]
-            good = (set(map(type, y)) <= _NUMBERS and math.isfinite(sum(values))
-                    and -limit <= min(values) and max(values) <= limit)
-        except (TypeError, ValueError):
-            good = False
-        if not good:
+        values = _plain_floats(y, limit)
+        if values is None:
             for i, v in enumerate(y):
                 try:
                     _number("", v, limit)
@@ -338,6 +340,7 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
                     raise ValueError(f"label {v!r} (row {i}) is not a finite number within the "
                                      f"learners' range (±{limit:.3g}); nothing was "
                                      "learnt") from None
+            values = [float(v) for v in y]  # each fine (their sum overflowed, say)
         return torch.tensor(values, dtype=torch_dtype(self.dtype))
 
     def _before_first_round(self) -> float:
