@@ -436,3 +436,18 @@ def test_checkpoint_functions_on_directories_say_so(tmp_path):
         latest_checkpoint(saved)
     assert latest_checkpoint(tmp_path) == saved  # the folder named *.ckpt is not a candidate
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.ckpt", "last.ckpt"]
+
+
+def test_a_screened_stream_skips_rows_that_overflow_the_boosters_dtype():
+    from torchboost.data import BadInputError, ScreenedStream
+
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8)
+    x[2, 1] = 1e39  # finite here, inf in the learners' float32
+    stream = ScreenedStream([(x, y)], booster, policy="skip")
+    for bx, by in stream:
+        assert bx.shape == (7, 3) and bx.dtype == torch.float32
+        booster.learn(bx, by)
+    assert stream.skipped["features_not_finite"] == 1 and booster.rounds == 1
+    with pytest.raises(BadInputError, match=r"row 2 .*overflow the booster's torch.float32"):
+        list(ScreenedStream([(x, y)], booster))

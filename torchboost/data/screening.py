@@ -302,9 +302,6 @@ class ScreenedStream:
         if problems:
             kept = [k for k, i in enumerate(shaped) if i not in problems]
             features = features[torch.tensor(kept, device=features.device)]
-        if self.booster is not None and features.dtype != self.booster.learners.dtype:
-            # the booster's dtype rule (Booster._check_features): cast to the learners' dtype
-            features = features.to(self.booster.learners.dtype)
         return features, labels
 
     def _features(self, x: Any, problems: dict[int, _Problem]) -> tuple[Tensor | None, list[int]]:
@@ -338,11 +335,19 @@ class ScreenedStream:
             if not shaped:
                 return None, []
             features = torch.stack([rows[i] for i in shaped])  # type: ignore[misc]
+        given = features
+        if self.booster is not None and features.dtype != self.booster.learners.dtype:
+            # the booster's dtype rule (torchboost.inputs.check_features), applied before the
+            # finiteness check so that a value overflowing the learners' dtype is a bad row here
+            features = features.to(self.booster.learners.dtype)
         if not bool(torch.isfinite(features.sum())):  # NaN/inf, or finite rows summing to inf
             finite = torch.isfinite(features.reshape(features.shape[0], -1)).all(1).tolist()
-            for i, ok in zip(shaped, finite, strict=True):
+            for k, (i, ok) in enumerate(zip(shaped, finite, strict=True)):
                 if not ok:
-                    problems[i] = _Problem("features_not_finite", "features contain NaN or inf")
+                    overflow = given is not features and bool(torch.isfinite(given[k]).all())
+                    problems[i] = _Problem("features_not_finite", (
+                        f"features overflow the booster's {features.dtype}" if overflow
+                        else "features contain NaN or inf"))
         return features, shaped
 
     def _labels(self, y: Any, problems: dict[int, _Problem]) -> Tensor | None:
