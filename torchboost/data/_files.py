@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -12,6 +14,7 @@ __all__ = [
     "missing_files_error",
     "open_binary",
     "open_text",
+    "reading",
     "require_files",
     "resolve_file",
 ]
@@ -23,10 +26,24 @@ def open_binary(path: Path) -> IO[bytes]:
 
 
 def open_text(path: Path) -> IO[str]:
-    """Open ``path`` as UTF-8 text, decompressing when its name ends in ``.gz``."""
+    """Open ``path`` as UTF-8 text (a leading byte-order mark is dropped, not read as part of
+    the first field), decompressing when its name ends in ``.gz``."""
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return path.open("r", encoding="utf-8-sig")
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turn the errors of a damaged file — a truncated or fake ``.gz``, bytes that are not
+    UTF-8, a directory — into a ``ValueError`` naming ``path`` and what to do."""
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError,
+            IsADirectoryError) as error:
+        raise ValueError(f"{path}: cannot be read ({type(error).__name__}: {error}); the file is "
+                         "damaged or not what its name says (a .gz must be gzip-compressed, "
+                         "text must be UTF-8): replace it with a fresh copy") from error
 
 
 def missing_files_error(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from torchboost.data._files import open_text
+from torchboost.data._files import open_text, reading
 from torchboost.data._parse import read_numeric_csv
 from torchboost.data._split import random_split
 from torchboost.data.dataset import Dataset
@@ -18,7 +18,7 @@ __all__ = ["load_csv_regression"]
 
 def _has_header(path: Path) -> bool:
     """Whether the first line has a field that is not a number."""
-    with open_text(path) as f:
+    with reading(path), open_text(path) as f:
         first = f.readline()
     try:
         [float(field.strip().strip('"')) for field in first.split(",")]
@@ -46,6 +46,9 @@ def load_csv_regression(
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"CSV: expected {path.name} in {path.parent}; no such file")
+    if header not in (True, False, "infer") or (isinstance(header, int | float) and not \
+            isinstance(header, bool)):
+        raise ValueError(f"header must be True, False or 'infer', got {header!r}")
     skip = int(_has_header(path)) if header == "infer" else int(header)
     table = read_numeric_csv(path, skiprows=skip)
     if table.shape[1] < 2:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from torchboost.data._files import open_text, resolve_file
+from torchboost.data._files import open_text, reading, resolve_file
 from torchboost.data._parse import read_numeric_csv
 from torchboost.data.dataset import Dataset
 
@@ -41,7 +41,7 @@ def load_slice(path_or_root: str | Path, test_fraction: float = 0.1) -> Dataset:
     Rows keep the file order within each split.
     """
     path = resolve_file(path_or_root, "SLICE", [SLICE_FILE], _HINT)
-    with open_text(path) as f:
+    with reading(path), open_text(path) as f:
         header = [name.strip().strip('"') for name in f.readline().strip().split(",")]
     if "patientId" not in header or "reference" not in header:
         raise ValueError(

@@ -6,14 +6,16 @@ feature indices; absent features are 0 and ``#`` starts a comment.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from torchboost.data._files import open_text, require_files
+from torchboost.data._files import open_text, reading, require_files
 from torchboost.data.dataset import Dataset
+from torchboost.params import positive_int
 
 __all__ = ["A9A_N_FEATURES", "load_a9a", "read_libsvm"]
 
@@ -39,30 +41,45 @@ def read_libsvm(path: str | Path, n_features: int | None = None) -> tuple[Tensor
     rows: list[int] = []
     columns: list[int] = []
     values: list[float] = []
-    with open_text(path) as f:
+    if n_features is not None:
+        n_features = positive_int("n_features", n_features)
+    with reading(path), open_text(path) as f:
         for line_no, line in enumerate(f, start=1):
             tokens = line.split("#", 1)[0].split()
             if not tokens:
                 continue
             try:
                 labels.append(float(tokens[0]))
+                previous = 0
                 for token in tokens[1:]:
                     index, value = token.split(":")
-                    columns.append(int(index) - 1)
+                    if int(index) < 1:
+                        raise ValueError(f"feature indices must be 1-based, found {index}")
+                    if int(index) <= previous:
+                        raise ValueError(f"index {index} after {previous}: indices must increase")
+                    previous = int(index)
+                    columns.append(previous - 1)
                     values.append(float(value))
             except ValueError as error:
                 raise ValueError(f"{path}, line {line_no}: not LIBSVM format ({error})") from error
+            row_values = values[len(values) - len(tokens) + 1:]
+            if not (math.isfinite(labels[-1]) and all(map(math.isfinite, row_values))):
+                raise ValueError(f"{path}, line {line_no}: NaN or infinite value (a missing "
+                                 "value?); clean or impute it first")
             rows.extend([len(labels) - 1] * (len(tokens) - 1))
     if not labels:
         raise ValueError(f"{path}: no data rows")
     column_array = np.asarray(columns, dtype=np.int64)
-    if column_array.size and column_array.min() < 0:
-        raise ValueError(f"{path}: feature indices must be 1-based (found index 0 or less)")
     width = int(column_array.max()) + 1 if column_array.size else 0
     if n_features is None:
         n_features = width
     elif width > n_features:
         raise ValueError(f"{path}: feature index {width} exceeds n_features={n_features}")
+    gib = len(labels) * n_features * 4 / 2**30
+    if gib > 8:
+        raise ValueError(f"{path}: the dense ({len(labels)} × {n_features}) float32 array "
+                         f"would take {gib:.0f} GiB (largest feature index {width}); is an index "
+                         "wrong? read the file with a sparse reader instead")
     x = np.zeros((len(labels), n_features), dtype=np.float32)
     x[np.asarray(rows, dtype=np.int64), column_array] = values
     return torch.from_numpy(x), torch.tensor(labels, dtype=torch.float32)

@@ -25,7 +25,7 @@ import torch
 from torchvision.datasets import MNIST
 from torchvision.datasets.mnist import read_sn3_pascalvincent_tensor
 
-from torchboost.data._files import find_file, open_binary, require_files
+from torchboost.data._files import find_file, open_binary, reading, require_files
 from torchboost.data.dataset import Dataset
 
 __all__ = ["MNIST_FILES", "load_mnist", "mnist_dataset", "read_idx"]
@@ -53,7 +53,7 @@ _HINT = (
 def _checked_idx_bytes(path: Path) -> tuple[bytes, int, int]:
     """The decompressed contents of an IDX file, its magic number and dimensions; ``ValueError``
     for a bad magic number or a payload that does not match the header."""
-    with open_binary(path) as f:
+    with reading(path), open_binary(path) as f:
         raw = f.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_ITEM_SIZES:
         raise ValueError(f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'})")
@@ -74,7 +74,11 @@ def read_idx(path: str | Path) -> np.ndarray:
     shape, parsed by torchvision after the header is checked (``ValueError`` for a bad magic
     number or a truncated file)."""
     path = Path(path)
-    raw, _, _ = _checked_idx_bytes(path)
+    raw, _, ndim = _checked_idx_bytes(path)
+    if not 1 <= ndim <= 3:
+        raise ValueError(f"{path}: an IDX file of {ndim} dimensions; read_idx reads 1 to 3")
+    if len(raw) == 4 + 4 * ndim:
+        raise ValueError(f"{path}: the IDX file holds no items")
     with tempfile.TemporaryDirectory() as staging:
         plain = Path(staging) / "file.idx"
         plain.write_bytes(raw)
@@ -89,21 +93,42 @@ def _mnist_paths(root: Path) -> list[Path]:
     return require_files(root, MNIST_FILES, "MNIST", f"{_HINT} (or in {torchvision_raw})")
 
 
-def _stage(paths: list[Path], staging: Path) -> None:
-    """Check the four files and write them, decompressed, in torchvision's layout."""
-    raw_dir = staging / "MNIST" / "raw"
-    raw_dir.mkdir(parents=True)
-    for path, name, (magic, ndim) in zip(paths, MNIST_FILES, _EXPECTED, strict=True):
+def _checked_files(paths: list[Path]) -> list[bytes]:
+    """The four files' decompressed bytes, each checked: complete, with the magic number and
+    the dimensions its name promises (images 3-D, labels 1-D)."""
+    out = []
+    for path, (magic, ndim) in zip(paths, _EXPECTED, strict=True):
         raw, found_magic, found_ndim = _checked_idx_bytes(path)
         if found_magic != magic or found_ndim != ndim:
             raise ValueError(f"{path}: expected an IDX file with magic number {magic} (uint8, "
                              f"{ndim}-D), got magic number {found_magic} ({found_ndim}-D)")
+        out.append(raw)
+    return out
+
+
+def _stage(paths: list[Path], staging: Path) -> None:
+    """Check the four files and write them, decompressed, in torchvision's layout."""
+    raw_dir = staging / "MNIST" / "raw"
+    raw_dir.mkdir(parents=True)
+    for name, raw in zip(MNIST_FILES, _checked_files(paths), strict=True):
         (raw_dir / name).write_bytes(raw)
 
 
 def _torchvision_ready(root: Path) -> bool:
-    """Whether ``root`` is torchvision's layout with the four plain files (used as they are)."""
-    return all((root / "MNIST" / "raw" / name).is_file() for name in MNIST_FILES)
+    """Whether ``root`` is torchvision's layout with the four plain files, used as they are
+    once checked like the others."""
+    paths = [root / "MNIST" / "raw" / name for name in MNIST_FILES]
+    if not all(path.is_file() for path in paths):
+        return False
+    _checked_files(paths)
+    return True
+
+
+def _check_counts(dataset: MNIST, split: str, where: Path) -> MNIST:
+    if dataset.data.shape[0] != dataset.targets.shape[0]:
+        raise ValueError(f"MNIST {split}: {dataset.data.shape[0]} images but "
+                         f"{dataset.targets.shape[0]} labels in {where}")
+    return dataset
 
 
 def mnist_dataset(root: str | Path, train: bool = True, transform: Callable[..., Any] | None = None,
@@ -117,15 +142,18 @@ def mnist_dataset(root: str | Path, train: bool = True, transform: Callable[...,
     ``ValueError`` for a corrupt file.
     """
     root = Path(root).expanduser()
+    split = "train" if train else "t10k"
     if _torchvision_ready(root):
-        return MNIST(root, train=train, transform=transform, target_transform=target_transform,
-                     download=False)
+        return _check_counts(MNIST(root, train=train, transform=transform,
+                                   target_transform=target_transform, download=False),
+                             split, root / "MNIST" / "raw")
     paths = _mnist_paths(root)
     with tempfile.TemporaryDirectory() as staging:
         _stage(paths, Path(staging))
         # torchvision reads the files into memory on construction: the staging can go.
-        return MNIST(staging, train=train, transform=transform,
-                     target_transform=target_transform, download=False)
+        return _check_counts(MNIST(staging, train=train, transform=transform,
+                                   target_transform=target_transform, download=False),
+                             split, paths[0].parent)
 
 
 def _split(dataset: MNIST) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,9 +180,7 @@ def load_mnist(root: str | Path) -> Dataset:
             _stage(paths, Path(staging))
             train, test = MNIST(staging, train=True), MNIST(staging, train=False)
     for dataset, split in ((train, "train"), (test, "t10k")):
-        if dataset.data.shape[0] != dataset.targets.shape[0]:
-            raise ValueError(f"MNIST {split}: {dataset.data.shape[0]} images but "
-                             f"{dataset.targets.shape[0]} labels in {where}")
+        _check_counts(dataset, split, where)
     (x_train, y_train), (x_test, y_test) = _split(train), _split(test)
     return Dataset(name="mnist", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
                    task="multiclass", n_classes=10)
