@@ -105,3 +105,35 @@ def test_the_lightning_module_names_what_a_model_lacks() -> None:
     with pytest.raises(TypeError, match=r"Plain is not an nn\.Module"):
         StreamingBoosterModule(type("Plain", (), {k: getattr(plain, k) for k in dir(plain)
                                                   if not k.startswith("__")})())
+
+
+def test_the_lightning_module_takes_two_validation_loaders_and_names_bad_batches() -> None:
+    import lightning.pytorch as pl
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from torchboost import SGB, TwoLayerNet
+    from torchboost.data import DataStream
+    from torchboost.lightning import StreamingBoosterModule
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 3, generator=g), torch.randn(64, generator=g)
+    held_out = DataLoader(TensorDataset(x[:16], y[:16]), batch_size=8)
+
+    def trainer() -> pl.Trainer:
+        return pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False,
+                          accelerator="cpu")
+
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    run = trainer()
+    run.fit(StreamingBoosterModule(booster), DataStream(x, y, batch_size=16, seed=0),
+            val_dataloaders=[held_out, held_out])
+    assert booster.rounds == 4
+    assert {"val/loss/dataloader_idx_0", "val/loss/dataloader_idx_1"} <= set(run.logged_metrics)
+    class Triples:  # a stream yielding (x, y, weight)
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            yield x[:8], y[:8], y[:8]
+
+    with pytest.raises(ValueError, match=r"a batch must be a pair .* got a tuple of 3"):
+        trainer().fit(StreamingBoosterModule(booster), Triples())
+    assert booster.rounds == 4

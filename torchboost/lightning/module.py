@@ -197,7 +197,8 @@ class StreamingBoosterModule(pl.LightningModule):
         round's batch size (the global one with several processes)."""
         booster = self.booster
         size = 0
-        for x, y in batches:
+        for batch in batches:
+            x, y = _pair(batch)
             scores = booster.round_scores(booster.learn(x, y))
             size = x.shape[0]
             if booster.sync is not None:
@@ -241,8 +242,11 @@ class StreamingBoosterModule(pl.LightningModule):
         self._samples += sum(size for size, _ in pending)
         return last
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int,
+                        dataloader_idx: int = 0) -> None:
+        """Held-out scores of ``batch`` as ``val/loss`` (and ``val/error``); with several
+        validation loaders Lightning suffixes them with ``/dataloader_idx_k``."""
+        x, y = _pair(batch)
         for key, value in self.booster.evaluate(x, y).items():
             self.log(f"val/{key}", value, batch_size=x.shape[0], sync_dist=True)
 
@@ -369,3 +373,13 @@ def _resume_problem(loader: Any) -> str | None:
                 "batch ahead of the booster")
     return None
 
+
+def _pair(batch: Any) -> tuple[Tensor, Tensor]:
+    """``batch`` as ``(x, y)``, or a ``ValueError`` saying what a batch must be."""
+    if isinstance(batch, tuple | list) and len(batch) == 2:
+        return batch[0], batch[1]
+    what = (f"a {type(batch).__name__} of {len(batch)}" if isinstance(batch, tuple | list)
+            else f"a {type(batch).__name__}")
+    raise ValueError(f"a batch must be a pair (x, y) of features and labels, got {what}; "
+                     "make the stream or DataLoader yield (x, y) (e.g. a collate_fn that drops "
+                     "the other fields)")
