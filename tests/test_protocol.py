@@ -137,3 +137,25 @@ def test_the_lightning_module_takes_two_validation_loaders_and_names_bad_batches
     with pytest.raises(ValueError, match=r"a batch must be a pair .* got a tuple of 3"):
         trainer().fit(StreamingBoosterModule(booster), Triples())
     assert booster.rounds == 4
+
+
+def test_batch_groups_over_a_stream_without_length_are_refused_before_training() -> None:
+    import lightning.pytorch as pl
+
+    from torchboost import SGB, TwoLayerNet
+    from torchboost.data import BatchGroups
+    from torchboost.lightning import StreamingBoosterModule
+
+    x, y = torch.randn(128, 3), torch.randn(128)
+
+    class Unsized:
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return ((x[i:i + 32], y[i:i + 32]) for i in range(0, 128, 32))
+
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         accelerator="cpu")
+    with pytest.raises(ValueError, match=r"BatchGroups over a Unsized without len\(\)"):
+        trainer.fit(StreamingBoosterModule(booster), BatchGroups(Unsized(), 2))
+    assert booster.rounds == 0

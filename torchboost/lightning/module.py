@@ -13,7 +13,7 @@ from lightning.fabric.utilities.data import sized_len
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from torchboost.data.batch_groups import BatchGroup
+from torchboost.data.batch_groups import BatchGroup, BatchGroups
 from torchboost.data.stream import is_stateful
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
@@ -285,6 +285,13 @@ class StreamingBoosterModule(pl.LightningModule):
         """Shards the training stream across the processes, puts it where the checkpoint left
         it, or refuses to resume."""
         loaders = self._train_iterables()
+        for loader in loaders:
+            if isinstance(loader, BatchGroups) and sized_len(loader) is None:
+                raise ValueError(
+                    f"BatchGroups over a {type(loader.stream).__name__} without len(): Lightning "
+                    "reads the next group before the current one is learnt when it cannot tell "
+                    "the last one, which would split a group; give the stream a __len__ (a "
+                    "torchboost.data.DataStream has one) or fit on the stream itself")
         sync = self.booster.sync
         if sync is not None:
             for loader in loaders:
