@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 import yaml
@@ -120,3 +121,28 @@ def test_config_rejects_unknown_keys_and_missing_paths():
         ExperimentConfig(val_fraction=0.0)
     with pytest.raises(ValueError, match="needs path"):
         run_comparison(ExperimentConfig.for_dataset("mnist"), "/tmp/unused", progress=False)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "a configuration is a mapping of keys to values, got NoneType"),
+    ("- a\n- b\n", "got list"),
+    ("learner:\n  widthh: 3\n", r"unknown learner keys: \['widthh'\]"),
+    ("n_learners: -3\n", "n_learners must be an integer >= 1, got -3"),
+    ("max_passes: 0\n", "max_passes must be an integer >= 1, got 0"),
+    ("a: [\n", "expected the node content"),
+])
+def test_cli_refuses_a_bad_configuration_before_any_training(tmp_path, capsys, text, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        main(["run", str(config), "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml: " in err and re.search(message, err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_demo_refuses_a_pass_count_below_one(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--max-passes", "-1"])
+    assert "--max-passes: must be an integer >= 1, got -1" in capsys.readouterr().err

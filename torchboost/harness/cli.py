@@ -62,6 +62,17 @@ def _run(config: ExperimentConfig, out: Path) -> None:
     print(f"tensorboard: tensorboard --logdir {out / 'tensorboard'}")
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="torchboost", description="Deep online boosting.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -69,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo", help="SGB and its variants vs stagewise GB, the base learner and a wide net on "
                      "the bundled ABALONE data, each run to convergence")
     demo.add_argument("--out", type=Path, default=Path("runs/demo"))
-    demo.add_argument("--max-passes", type=int, default=DEMO["max_passes"],
+    demo.add_argument("--max-passes", type=_positive, default=DEMO["max_passes"],
                       help="at most this many passes over the training rows per streaming "
                            "method (they also stop on a validation plateau or at GB's compute)")
     run = commands.add_parser("run", help="run an experiment configuration (YAML)")
@@ -84,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if not args.config.is_file():
             parser.error(f"no such configuration file: {args.config}")
-        config = ExperimentConfig.from_yaml(args.config)
+        try:
+            config = ExperimentConfig.from_yaml(args.config)
+        except ValueError as error:
+            parser.error(str(error))
         _run(config, args.out or Path("runs") / config.name)
     return 0
 

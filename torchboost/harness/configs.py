@@ -28,6 +28,7 @@ from torch import nn
 from torchboost import data
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, TwoLayerNet
+from torchboost.params import positive_float, positive_int
 
 __all__ = ["DATASETS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
            "LearnerConfig", "load_dataset", "register_dataset"]
@@ -156,6 +157,10 @@ class ExperimentConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("n_learners", "n_outputs", "batch_size", "eval_points", "gb_max_epochs",
+                     "gb_patience", "min_passes", "max_passes"):  # (min_passes is capped at
+            positive_int(name, getattr(self, name))              # max_passes by the driver)
+        positive_float("lr", self.lr)
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ValueError(f"unknown or no methods {unknown}; known: {list(METHODS)}")
@@ -188,17 +193,30 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ExperimentConfig:
+        if not isinstance(values, dict):
+            raise ValueError(f"a configuration is a mapping of keys to values, got "
+                             f"{type(values).__name__}")
         values = dict(values)
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown configuration keys: {sorted(unknown)}")
-        if isinstance(values.get("learner"), dict):
-            values["learner"] = LearnerConfig(**values["learner"])
+        learner = values.get("learner")
+        if isinstance(learner, dict):
+            fields = {f.name for f in dataclasses.fields(LearnerConfig)}
+            if set(learner) - fields:
+                raise ValueError(f"unknown learner keys: {sorted(set(learner) - fields)}; "
+                                 f"known: {sorted(fields)}")
+            values["learner"] = LearnerConfig(**learner)
         return cls(**values)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ExperimentConfig:
-        return cls.from_dict(yaml.safe_load(Path(path).read_text()))
+        """The configuration in the YAML file ``path``; ``ValueError`` naming the file for a
+        file that is not YAML, not a mapping, or holds an unknown or invalid setting."""
+        try:
+            return cls.from_dict(yaml.safe_load(Path(path).read_text()))
+        except (ValueError, TypeError, yaml.YAMLError) as error:
+            raise ValueError(f"{path}: {error}") from error
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
