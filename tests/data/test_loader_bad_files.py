@@ -99,3 +99,27 @@ def test_read_idx_names_what_it_cannot_read(tmp_path: Path, write_file: WriteFil
     empty = write_file(tmp_path / "empty.idx", idx_bytes(np.zeros((0, 28, 28), np.uint8)))
     with pytest.raises(ValueError, match="holds no items"):
         read_idx(empty)
+
+
+def test_balance_needs_its_header_and_its_columns(tmp_path: Path, write_file: WriteFile):
+    from torchboost.data import load_balance
+
+    header = ",".join(f"f{i}" for i in range(20)) + ",target\n"
+    row = ",".join(["1"] + ["0"] * 19) + ",2\n"
+    assert load_balance(write_file(tmp_path / "ok.csv", header + row * 10)).n_classes == 3
+    with pytest.raises(ValueError, match="expected a header row ending in 'target'"):
+        load_balance(write_file(tmp_path / "noheader.csv", row * 10))
+    with pytest.raises(ValueError, match="expected 20 one-hot feature columns"):
+        load_balance(write_file(tmp_path / "narrow.csv", "a,b,c,d,target\n1,0,0,0,2\n" * 1))
+
+
+def test_header_only_and_bad_split_sizes_are_named(tmp_path: Path, write_file: WriteFile):
+    from torchboost.data import load_abalone, load_year
+    from torchboost.data.abalone import ABALONE_COLUMNS
+
+    abalone = ",".join(ABALONE_COLUMNS) + "\n"
+    with pytest.raises(ValueError, match="a header and no data rows"):
+        load_abalone(write_file(tmp_path / "abalone.csv", abalone))
+    year = "".join(f"{2000 + i}," + ",".join(["0.5"] * 90) + "\n" for i in range(10))
+    with pytest.raises(ValueError, match=r"n_train must be an integer >= 1, got 8\.5"):
+        load_year(write_file(tmp_path / "year.txt", year), n_train=8.5)

@@ -69,6 +69,8 @@ def load_abalone(
     if tuple(rows[0]) != ABALONE_COLUMNS:
         raise ValueError(f"{path}: expected the header {','.join(ABALONE_COLUMNS)}, got {rows[0]}")
     rows = rows[1:]
+    if not rows:
+        raise ValueError(f"{path}: a header and no data rows")
     try:
         sex = np.array([_SEXES.index(row[0]) for row in rows])
         numbers = np.array([[float(v) for v in row[1:]] for row in rows])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from torchboost.data._files import resolve_file
+from torchboost.data._files import open_text, reading, resolve_file
 from torchboost.data._parse import read_numeric_csv, read_string_rows
 from torchboost.data._split import random_split
 from torchboost.data.dataset import Dataset
@@ -52,6 +52,10 @@ _MUSHROOM_HINT = (
 )
 
 
+#: 20 one-hot features and the target
+_BALANCE_COLUMNS = 21
+
+
 def load_balance(path: str | Path, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     """UCI Balance Scale from a one-hot CSV (``balance-scale_onehot.csv``), 3 classes.
 
@@ -61,10 +65,18 @@ def load_balance(path: str | Path, test_fraction: float = 0.2, seed: int = 0) ->
     (``numpy.random.default_rng(seed).permutation``).
     """
     path = resolve_file(path, "Balance Scale", ["balance-scale_onehot.csv"], _BALANCE_HINT)
+    with reading(path), open_text(path) as f:
+        header = f.readline().strip().replace('"', "").split(",")
+    if header[-1:] != ["target"]:
+        raise ValueError(f"{path}: expected a header row ending in 'target' (the file's first "
+                         f"line is {','.join(header)[:60]!r})")
     table = read_numeric_csv(path, skiprows=1, quotechar='"')
     target = table[:, -1]
     if not np.isin(target, (1, 2, 3)).all():
         raise ValueError(f"{path}: the last column (target) must be 1, 2 or 3")
+    if table.shape[1] != _BALANCE_COLUMNS:
+        raise ValueError(f"{path}: expected {_BALANCE_COLUMNS - 1} one-hot feature columns and "
+                         f"'target', got {table.shape[1]} columns")
     train, test = random_split(table.shape[0], test_fraction, seed)
     return Dataset.from_arrays(
         "balance", table[:, :-1], target - 1, train, test, task="multiclass", n_classes=3

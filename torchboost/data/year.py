@@ -13,6 +13,7 @@ import numpy as np
 from torchboost.data._files import resolve_file
 from torchboost.data._parse import read_numeric_csv
 from torchboost.data.dataset import Dataset
+from torchboost.params import positive_int
 
 __all__ = ["YEAR_FILE", "YEAR_N_TRAIN", "load_year"]
 
@@ -40,8 +41,7 @@ def load_year(path_or_root: str | Path, n_train: int = YEAR_N_TRAIN) -> Dataset:
     Raises ``ValueError`` when the file has ``n_train`` rows or fewer (no test set) or a row does
     not have 91 numbers.
     """
-    if n_train < 1:
-        raise ValueError(f"n_train must be positive, got {n_train}")
+    n_train = positive_int("n_train", n_train)
     path = resolve_file(path_or_root, "YearPredictionMSD", [YEAR_FILE], _HINT)
     table = read_numeric_csv(path)
     if table.shape[1] != 91:
