@@ -208,7 +208,7 @@ def test_bad_update_gradients_and_constructor_arguments() -> None:
     with pytest.raises(ValueError, match="low < high"):
         ChainingTree((1.0, 0.0), depth=3)
     with pytest.raises(ValueError, match="overflow"):
-        ChainingTree(([0.0] * 3, [1.0] * 3), depth=21)
+        ChainingTree(([0.0] * 3, [1.0] * 3), depth=22)  # 3·21 = 63 > 62
     with pytest.raises(ValueError, match="n_outputs"):
         ChainingTree((0.0, 1.0), depth=3, loss="softmax")
 
@@ -270,3 +270,18 @@ def test_cuda_matches_cpu() -> None:
     x = torch.rand(100, 1, dtype=torch.float64)
     assert torch.allclose(cpu.predict(x), gpu.predict(x.cuda()).cpu(), atol=1e-12)
     assert gpu.grad_step.data.is_cuda
+
+
+@pytest.mark.parametrize("dim, depth", [(63, 1), (40, 2), (31, 3), (2, 32)])
+def test_node_ids_fit_int64_up_to_the_limit(dim: int, depth: int) -> None:
+    """The limit is d·(depth − 1) <= 62 (the node count is below 2^{d(depth−1)+1}); a depth-1
+    tree over 63 inputs has one node (it was refused by depth·d > 62)."""
+    part = DyadicPartition((0.0, 1.0), depth=depth, dim=dim)
+    x = torch.rand(64, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ids = part.path(torch.cat([x, torch.ones(1, dim, dtype=torch.float64)]))
+    assert int(ids.min()) >= 0 and int(ids.max()) < part.n_nodes < 2**63
+    assert torch.equal(part.level(ids), torch.arange(depth).expand_as(ids))
+    with pytest.raises(ValueError, match=r"d·\(depth − 1\) = .* > 62"):
+        DyadicPartition((0.0, 1.0), depth=depth + 1 + 62 // dim, dim=dim)
+    tree = ChainingTree((0.0, 1.0), depth=depth, dim=dim)
+    assert torch.isfinite(tree.learn(x, x.mean(1))).all()

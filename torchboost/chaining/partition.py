@@ -64,9 +64,10 @@ class DyadicPartition(nn.Module):
             depth = default_depth(horizon, self.dim)
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-        if depth * self.dim > _MAX_ID_BITS:
-            raise ValueError(f"depth·d = {depth * self.dim} > {_MAX_ID_BITS}: node ids would "
-                             "overflow int64")
+        # the largest node id is below the node count Σ_{l<depth} 2^{dl} < 2^{d(depth−1)+1}
+        if self.dim * (depth - 1) > _MAX_ID_BITS:
+            raise ValueError(f"d·(depth − 1) = {self.dim * (depth - 1)} > {_MAX_ID_BITS}: node "
+                             "ids would overflow int64; use a smaller depth")
         self.depth = depth
         arity = 2**self.dim
         #: first node id of every level, plus the total number of nodes at the end
