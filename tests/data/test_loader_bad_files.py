@@ -123,3 +123,8 @@ def test_header_only_and_bad_split_sizes_are_named(tmp_path: Path, write_file: W
     year = "".join(f"{2000 + i}," + ",".join(["0.5"] * 90) + "\n" for i in range(10))
     with pytest.raises(ValueError, match=r"n_train must be an integer >= 1, got 8\.5"):
         load_year(write_file(tmp_path / "year.txt", year), n_train=8.5)
+
+
+def test_a_directory_given_as_the_csv_file_is_named_as_one(tmp_path: Path):
+    with pytest.raises(IsADirectoryError, match="is a directory; give the CSV file itself"):
+        load_csv_regression(tmp_path)

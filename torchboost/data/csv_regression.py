@@ -44,6 +44,8 @@ def load_csv_regression(
     Raises ``FileNotFoundError`` naming the file and its directory when it does not exist.
     """
     path = Path(path).expanduser()
+    if path.is_dir():
+        raise IsADirectoryError(f"CSV: {path} is a directory; give the CSV file itself")
     if not path.is_file():
         raise FileNotFoundError(f"CSV: expected {path.name} in {path.parent}; no such file")
     if header not in (True, False, "infer") or (isinstance(header, int | float) and not \
