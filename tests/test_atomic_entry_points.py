@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from torchboost import SGB, TwoLayerNet
+from torchboost.testing import assert_same
 
 
 def _trained(hidden: int, rounds: int, **options) -> SGB:
@@ -22,17 +23,6 @@ def _trained(hidden: int, rounds: int, **options) -> SGB:
     return booster
 
 
-def _same(a, b) -> bool:
-    """Bitwise the same tensors and the same plain values, nested (optimizer states)."""
-    if torch.is_tensor(a):
-        return torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def test_loading_another_architecture_names_it_and_loads_nothing():
     saved = _trained(10, 3).state_dict()
     booster = _trained(20, 1)
@@ -40,7 +30,8 @@ def test_loading_another_architecture_names_it_and_loads_nothing():
     with pytest.raises(ValueError, match=r"(?s)other shapes, so its learners have another "
                                          r"architecture.*size mismatch"):
         booster.load_state_dict(saved)
-    assert _same(before, booster.state_dict()) and booster.rounds == 1
+    assert_same(before, booster.state_dict())
+    assert booster.rounds == 1
     booster.learn(torch.randn(16, 3), torch.randn(16))  # and it trains on
     assert booster.rounds == 2
 
@@ -52,7 +43,7 @@ def test_a_refused_configuration_leaves_the_mode_and_the_window_alone():
     with pytest.raises(ValueError, match="configured differently"):
         booster.load_state_dict(saved)
     assert booster.learners.mode == "stacked" and booster.stall.window == 2000
-    assert _same(before, booster.state_dict())
+    assert_same(before, booster.state_dict())
 
 
 class _Touch:
@@ -122,13 +113,6 @@ def _sk_attributes(estimator) -> dict:
     return out
 
 
-def _sk_same(a: dict, b: dict) -> bool:
-    import numpy as np
-    return a.keys() == b.keys() and all(
-        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] is b[k] or a[k] == b[k]
-        for k in a)
-
-
 def test_a_refused_refit_keeps_the_previous_fit():
     import numpy as np
     pytest.importorskip("sklearn")
@@ -141,9 +125,10 @@ def test_a_refused_refit_keeps_the_previous_fit():
     wider, _ = _sk_data(d=5, seed=1)
     with pytest.raises(ValueError, match="max_passes must be an int"):
         reg.set_params(max_passes=0).fit(wider * 100, y)
-    assert _sk_same(before, _sk_attributes(reg)) and reg.n_features_in_ == 3
+    assert_same(before, _sk_attributes(reg), "fitted attributes")
+    assert reg.n_features_in_ == 3
     assert np.array_equal(reg.predict(X), prediction)
-    assert _same(booster_state, reg.booster_.state_dict())
+    assert_same(booster_state, reg.booster_.state_dict())
 
     labels = np.where(X[:, 0] > 0, "a", "b")
     clf = SGBClassifier(n_learners=2, max_passes=2, random_state=0, n_threads=1).fit(X, labels)
@@ -151,7 +136,8 @@ def test_a_refused_refit_keeps_the_previous_fit():
     three = np.array(["a", "b", "c"])[np.arange(60) % 3]
     with pytest.raises(ValueError, match="loss='logistic' does not fit 3 classes"):
         clf.set_params(loss="logistic").fit(X[:, ::-1] * 7, three)
-    assert _sk_same(before, _sk_attributes(clf)) and clf.classes_.tolist() == ["a", "b"]
+    assert_same(before, _sk_attributes(clf), "fitted attributes")
+    assert clf.classes_.tolist() == ["a", "b"]
     assert np.array_equal(clf.predict(X), prediction)
 
 
@@ -250,7 +236,8 @@ def test_finite_float64_features_that_overflow_float32_are_named_as_such():
     x[2, 1] = float("inf")
     with pytest.raises(ValueError, match=r"features contain NaN or inf \(rows \[2\]\)"):
         booster.learn(x, torch.randn(4))
-    assert _same(before, booster.state_dict()) and booster.rounds == 0
+    assert_same(before, booster.state_dict())
+    assert booster.rounds == 0
 
 
 # --- unusual learners: our words, or the default mode just works --------------------------------

@@ -13,7 +13,6 @@ generated cases per test, derandomised; ``HYPOTHESIS_PROFILE=explore`` runs 500.
 from __future__ import annotations
 
 import copy
-import math
 import pickle
 import threading
 import warnings
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from torchboost.boosters.registry import BOOSTERS, BoosterSpec
-from torchboost.testing import example_batch, example_booster
+from torchboost.testing import assert_same, example_batch, example_booster
 
 SPECS = sorted(BOOSTERS.values(), key=lambda spec: spec.name)
 NON_FINITE = [float("nan"), float("inf"), float("-inf")]
@@ -35,33 +34,8 @@ seeds = st.integers(0, 2**31 - 1)
 quiet = settings(suppress_health_check=[HealthCheck.too_slow])
 
 
-def _snapshot(value: Any) -> Any:
-    """A deep, bitwise-comparable copy of a state (tensors cloned, containers walked)."""
-    return copy.deepcopy(value)
-
-
-def _same(a: Any, b: Any) -> bool:
-    if torch.is_tensor(a):
-        return (torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape
-                and bool(torch.equal(a.view(torch.uint8) if a.dtype == torch.bool else a,
-                                     b.view(torch.uint8) if b.dtype == torch.bool else b)
-                         or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                             and torch.equal(a.nan_to_num(), b.nan_to_num()))))
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(
-            a, b, equal_nan=a.dtype.kind == "f")
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return (type(a) is type(b) and len(a) == len(b)
-                and all(_same(x, y) for x, y in zip(a, b, strict=True)))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
-        return math.isnan(b)
-    return a == b
-
-
 def _booster_state(booster) -> Any:
-    return _snapshot({"state": booster.state_dict(), "mode": booster.learners.mode,
+    return copy.deepcopy({"state": booster.state_dict(), "mode": booster.learners.mode,
                       "training": booster.training,
                       "optimizers": [o.state_dict() for o in booster.learners.optimizers]})
 
@@ -126,8 +100,8 @@ def test_bad_batches_are_refused_and_change_nothing(spec: BoosterSpec, data) -> 
     with pytest.raises(ValueError) as refused:
         booster.learn(x, y)
     assert str(refused.value), kind
-    assert _same(before, _booster_state(booster)), f"{spec.name}: state changed by {kind}"
-    assert _same(x, given_x) and _same(y, given_y), "the caller's tensors changed"
+    assert_same(before, _booster_state(booster), f"{spec.name}: state changed by {kind}")
+    assert_same((x, y), (given_x, given_y), "the caller's tensors")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
@@ -142,7 +116,7 @@ def test_bad_features_at_predict_are_refused_and_change_nothing(spec: BoosterSpe
     before = _booster_state(booster)
     with pytest.raises(ValueError):
         getattr(booster, call)(x)
-    assert _same(before, _booster_state(booster)), f"{spec.name}: {call} changed by {kind}"
+    assert_same(before, _booster_state(booster), f"{spec.name}: {call} changed by {kind}")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
@@ -187,7 +161,7 @@ def test_states_that_do_not_fit_are_refused_and_load_nothing(spec: BoosterSpec, 
     before = _booster_state(booster)
     with pytest.raises(ValueError, match="does not fit this booster"):
         booster.load_state_dict(state)
-    assert _same(before, _booster_state(booster)), f"{spec.name}: {kind} {key} loaded part"
+    assert_same(before, _booster_state(booster), f"{spec.name}: {kind} {key} loaded part")
 
 
 BAD_COUNTS = [0, -1, 1.5, True, "3", float("nan"), None]
@@ -241,7 +215,7 @@ def _fitted(kind: str):
 def _estimator_state(estimator) -> Any:
     attributes = {k: v for k, v in vars(estimator).items()
                   if k.endswith("_") and not k.startswith("__") and k != "booster_"}
-    return _snapshot({"attributes": attributes, "booster": _booster_state(estimator.booster_)})
+    return copy.deepcopy({"attributes": attributes, "booster": _booster_state(estimator.booster_)})
 
 
 @st.composite
@@ -287,7 +261,7 @@ def test_estimators_refuse_bad_tables_and_keep_their_fit(kind: str, call: str, d
     before = _estimator_state(estimator)
     with pytest.raises(ValueError):
         getattr(estimator, call)(*((X,) if call == "predict" else (X, y)))
-    assert _same(before, _estimator_state(estimator)), f"{kind}.{call} changed by {what}"
+    assert_same(before, _estimator_state(estimator), f"{kind}.{call} changed by {what}")
 
 
 # --- river estimators ---------------------------------------------------------------------------
@@ -296,7 +270,7 @@ BAD_VALUES = [float("nan"), float("inf"), None, "x", "3", b"3", 1e40, [1.0], {"a
 
 
 def _river_state(model) -> Any:
-    return _snapshot({"features": model.features, "x": model._x, "y": model._y,
+    return copy.deepcopy({"features": model.features, "x": model._x, "y": model._y,
                       "booster": None if model.booster_ is None
                       else _booster_state(model.booster_)})
 
@@ -326,7 +300,7 @@ def test_river_refuses_bad_examples_naming_the_feature(good: int, bad_at: str, v
                              else [0.1, 0.5])
         else:
             model.learn_one(bad, True if classifier else 0.5)
-    assert _same(before, _river_state(model))
+    assert_same(before, _river_state(model), "the river model")
     model.learn_one({"a": 0.5, "b": -0.5, "c": 1.0}, True if classifier else 0.5)
     assert model.n_pending + (model.booster_.samples_seen if model.booster_ else 0) == \
         len(rows) + 1, "a good example was lost"
@@ -362,7 +336,7 @@ def test_streams_refuse_bad_parameters_naming_them(stream: str, data, value: Any
             LoaderStream(TensorDataset(x, y), **{name: value})
         else:
             MultiPassStream(lambda p: DataStream(x, y, seed=p), value)
-    assert _same(x, given_x) and _same(y, given_y)
+    assert_same((x, y), (given_x, given_y), "the caller's tensors")
 
 
 @pytest.mark.parametrize("spec", [BOOSTERS["sgb"], BOOSTERS["adaboost_olm"]],
@@ -381,7 +355,7 @@ def test_a_screened_stream_refuses_bad_rows_before_the_booster_sees_them(spec: B
     with pytest.raises(BadInputError):
         for bx, by in ScreenedStream([(x, y)], booster):
             booster.learn(bx, by)
-    assert _same(before, _booster_state(booster)), f"{spec.name}: {kind} reached the booster"
+    assert_same(before, _booster_state(booster), f"{spec.name}: {kind} reached the booster")
 
 
 # --- checkpoint files ---------------------------------------------------------------------------

@@ -28,9 +28,11 @@ Adam at 0.05, seeded) and streams a few seeded batches of 16 rows (real labels f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -38,7 +40,7 @@ from torchboost.boosters.base import Booster
 from torchboost.boosters.guards import DivergenceError
 from torchboost.boosters.registry import BoosterSpec
 
-__all__ = ["CHECKS", "check_bad_input_changes_nothing", "check_booster",
+__all__ = ["CHECKS", "assert_same", "check_bad_input_changes_nothing", "check_booster",
            "check_failed_round_restores_everything", "check_learn_returns_scores",
            "check_options_are_recorded",
            "check_schedule_steps_once_per_round", "check_seeded_runs_are_identical",
@@ -82,17 +84,28 @@ def _optimizer_states(booster: Booster) -> list[Any]:
     return copy.deepcopy([opt.state_dict() for opt in booster.learners.optimizers])
 
 
-def _assert_same(a: Any, b: Any, what: str) -> None:
+def assert_same(a: Any, b: Any, what: str = "state") -> None:
+    """Assert that ``a`` and ``b`` are bitwise the same, walking dicts, lists and tuples: tensors
+    and numpy arrays of one dtype and shape with equal entries (NaN where the other has NaN),
+    floats likewise, anything else by ``==``. ``what`` names the place in the message."""
     if torch.is_tensor(a):
-        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b), what
+        assert torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape, what
+        same = torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                     and torch.equal(a.nan_to_num(), b.nan_to_num()))
+        assert same, what
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, what
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), what
     elif isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), what
         for key in a:
-            _assert_same(a[key], b[key], f"{what}[{key!r}]")
+            assert_same(a[key], b[key], f"{what}[{key!r}]")
     elif isinstance(a, list | tuple):
-        assert len(a) == len(b), what
+        assert type(a) is type(b) and len(a) == len(b), what
         for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            _assert_same(u, v, f"{what}[{i}]")
+            assert_same(u, v, f"{what}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), what
     else:
         assert a == b, what
 
@@ -137,7 +150,7 @@ def check_bad_input_changes_nothing(spec: BoosterSpec) -> None:
             pass
         else:
             raise AssertionError(f"{spec.name}: {what} was accepted")
-        _assert_same(before, _state(booster), f"{spec.name}: state after {what}")
+        assert_same(before, _state(booster), f"{spec.name}: state after {what}")
         assert booster.rounds == 1, f"{spec.name}: {what} counted a round"
 
 
@@ -164,14 +177,14 @@ def check_failed_round_restores_everything(spec: BoosterSpec) -> None:
         pass
     else:
         raise AssertionError(f"{spec.name}: a step of 1e30 was accepted")
-    _assert_same(state, _state(booster), f"{spec.name}: state after a rejected round")
+    assert_same(state, _state(booster), f"{spec.name}: state after a rejected round")
     for name, value in _plain_attributes(booster).items():
-        _assert_same(plain.get(name), value, f"{spec.name}: the plain attribute {name!r} was "
+        assert_same(plain.get(name), value, f"{spec.name}: the plain attribute {name!r} was "
                      "changed by a rejected round (only buffers, parameters and optimizer "
                      "state are restored: keep round state in a registered buffer)")
     after = _optimizer_states(booster)
     for saved, now in zip(optimizers, after, strict=True):
-        _assert_same(saved["state"], now["state"], f"{spec.name}: optimizer state")
+        assert_same(saved["state"], now["state"], f"{spec.name}: optimizer state")
     assert booster.rounds == 1
     groups = [g for opt in booster.learners.optimizers for g in opt.param_groups]
     for group, rate in zip(groups, rates, strict=True):
@@ -188,13 +201,13 @@ def check_state_dict_resumes_exactly(spec: BoosterSpec) -> None:
     copy.load_state_dict(booster.state_dict())
     x, _ = example_batch(spec, 9)
     hint = " (state in a plain attribute? state_dict saves buffers, parameters, extra state)"
-    _assert_same(booster.predict(x), copy.predict(x), f"{spec.name}: loaded prediction" + hint)
+    assert_same(booster.predict(x), copy.predict(x), f"{spec.name}: loaded prediction" + hint)
     for seed in (3, 4):
         a, b = booster.learn(*example_batch(spec, seed)), copy.learn(*example_batch(spec, seed))
-        _assert_same(a, b, f"{spec.name}: prediction of a round after loading" + hint)
-    _assert_same(booster.diagnostics(), copy.diagnostics(),
+        assert_same(a, b, f"{spec.name}: prediction of a round after loading" + hint)
+    assert_same(booster.diagnostics(), copy.diagnostics(),
                  f"{spec.name}: diagnostics of a round after loading" + hint)
-    _assert_same(booster.state_dict(), copy.state_dict(), f"{spec.name}: state after loading")
+    assert_same(booster.state_dict(), copy.state_dict(), f"{spec.name}: state after loading")
 
 
 def check_schedule_steps_once_per_round(spec: BoosterSpec) -> None:
@@ -215,7 +228,7 @@ def check_seeded_runs_are_identical(spec: BoosterSpec) -> None:
         for seed in range(3):
             booster.learn(*example_batch(spec, seed))
         runs.append(booster.state_dict())
-    _assert_same(runs[0], runs[1], f"{spec.name}: two seeded runs")
+    assert_same(runs[0], runs[1], f"{spec.name}: two seeded runs")
 
 
 def check_options_are_recorded(spec: BoosterSpec) -> None:
