@@ -21,6 +21,7 @@ from torchboost.boosters.sgb import SGB
 from torchboost.boosters.single_learner import SingleLearner
 from torchboost.boosters.stagewise_gb import StagewiseGB
 from torchboost.multiclass import AdaboostOLM, OnlineMBBM, OzaBoost
+from torchboost.registries import add
 
 __all__ = ["BOOSTERS", "BoosterSpec", "register_booster"]
 
@@ -56,10 +57,7 @@ BOOSTERS: dict[str, BoosterSpec] = {}
 
 def register_booster(spec: BoosterSpec) -> BoosterSpec:
     """Add ``spec`` to :data:`BOOSTERS` (a name registered twice is an error)."""
-    if spec.name in BOOSTERS:
-        raise ValueError(f"booster {spec.name!r} is registered already")
-    BOOSTERS[spec.name] = spec
-    return spec
+    return add(BOOSTERS, spec, "booster")
 
 
 def _multiclass(cls: type[Booster], *args: Any) -> Build:

@@ -29,6 +29,7 @@ from torchboost import data
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, TwoLayerNet
 from torchboost.params import positive_float, positive_int
+from torchboost.registries import add
 
 __all__ = ["DATASETS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
            "LearnerConfig", "load_dataset", "register_dataset"]
@@ -265,10 +266,7 @@ DATASETS: dict[str, DatasetSpec] = {}
 
 def register_dataset(spec: DatasetSpec) -> DatasetSpec:
     """Add ``spec`` to :data:`DATASETS` (a name registered twice is an error)."""
-    if spec.name in DATASETS:
-        raise ValueError(f"data set {spec.name!r} is registered already")
-    DATASETS[spec.name] = spec
-    return spec
+    return add(DATASETS, spec, "data set")
 
 
 # The paper's per-data-set settings (Hu et al. 2017, Sec. 6.2 and footnote 4). Not from the

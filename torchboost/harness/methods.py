@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
 from torchboost.learners.schedules import LRSchedulerFactory
+from torchboost.registries import add
 
 __all__ = ["METHODS", "MethodInputs", "MethodSpec", "register_method", "streaming_variants"]
 
@@ -56,10 +57,7 @@ METHODS: dict[str, MethodSpec] = {}
 
 def register_method(spec: MethodSpec) -> MethodSpec:
     """Add ``spec`` to :data:`METHODS` (a name registered twice is an error)."""
-    if spec.name in METHODS:
-        raise ValueError(f"method {spec.name!r} is registered already")
-    METHODS[spec.name] = spec
-    return spec
+    return add(METHODS, spec, "method")
 
 
 def streaming_variants() -> tuple[str, ...]:
