@@ -49,12 +49,13 @@ class GradientBoosting(Booster):
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  targets: Targets = "gradient", hessian_floor: float = DEFAULT_HESSIAN_FLOOR,
-                 standardize: bool = True, newton_step: float = 0.5, **kwargs: Any) -> None:
+                 standardize: bool = True, **kwargs: Any) -> None:
         options = with_default_lr(kwargs)
         if (targets == "newton" and "lr" not in (kwargs.get("optimizer_kwargs") or {})
                 and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
             n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
                                              else 1)
+            newton_step = 0.5 if step is None else positive_float("step", step)
             options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
         super().__init__(learners, loss, **options)
         self.standardize = flag("standardize", standardize)

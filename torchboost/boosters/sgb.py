@@ -12,7 +12,6 @@ from torch import Tensor
 from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.boosters.gradient_boosting import DEFAULT_HESSIAN_FLOOR, GradientBoosting, Targets
-from torchboost.params import positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
 
@@ -91,10 +90,8 @@ class SGB(GradientBoosting):
         learned = step == "learned"
         if isinstance(step, str) and not learned:
             raise ValueError(f"step must be a finite number > 0 or 'learned', got {step!r}")
-        fixed = None if step is None or learned else positive_float("step", step)
-        super().__init__(learners, loss, step=fixed, targets=targets,
-                         hessian_floor=hessian_floor, standardize=standardize,
-                         newton_step=0.5 if fixed is None else fixed, **kwargs)
+        super().__init__(learners, loss, step=None if learned else step, targets=targets,
+                         hessian_floor=hessian_floor, standardize=standardize, **kwargs)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
 
     def steps(self, n_learners: int) -> Tensor | float:
