@@ -83,7 +83,11 @@ class GradientBoosting(Booster):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _stall_hint(self) -> str:
-        return super()._stall_hint() + f", step η={self.step:g}"
+        steps = self.steps(self.n_learners)
+        if isinstance(steps, float):
+            return super()._stall_hint() + f", step η={steps:g}"
+        low, high = (float(v) for v in steps.aminmax())
+        return super()._stall_hint() + f", learned steps η in [{low:.3g}, {high:.3g}]"
 
     def default_step(self) -> float:
         """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""

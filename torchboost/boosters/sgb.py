@@ -9,7 +9,6 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.boosters.gradient_boosting import DEFAULT_HESSIAN_FLOOR, GradientBoosting, Targets
 
@@ -99,12 +98,6 @@ class SGB(GradientBoosting):
         if self.step_rule is None:
             return self.step
         return self.step_rule.steps()[:n_learners]
-
-    def _stall_hint(self) -> str:
-        if self.step_rule is None:
-            return super()._stall_hint()
-        low, high = (float(v) for v in self.step_rule.steps().aminmax())
-        return Booster._stall_hint(self) + f", learned steps η in [{low:.3g}, {high:.3g}]"
 
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
