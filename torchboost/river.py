@@ -120,9 +120,9 @@ def _rows(X: Any, features: list[Hashable] | None,
         names = features if features is not None else sorted(columns, key=str)
         if X.shape[0] == 0:
             return names, []
-        matrix = np.zeros((X.shape[0], len(names)))
+        matrix, present = np.zeros((X.shape[0], len(names))), set(columns)
         for j, name in enumerate(names):
-            if name in set(columns):
+            if name in present:
                 matrix[:, j] = _finite_column(name, X[name].to_numpy(), limit)
         return names, matrix.tolist()
     rows = list(X)
