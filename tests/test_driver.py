@@ -12,11 +12,6 @@ from torchboost.harness import METHODS, ExperimentConfig, LearnerConfig, Stoppin
 from torchboost.harness.driver import make_boosters, parameter_count, prepare_data, run_comparison
 from torchboost.harness.driver import table_row as driver_row
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 RULE = StoppingRule(plateau_tol=0.01, min_passes=2, max_passes=5, max_units=1000)
 
 

@@ -17,11 +17,6 @@ from torchboost.harness import (
 )
 from torchboost.harness.methods import streaming_variants
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 
 def test_the_registry_lists_every_method_once_in_the_tables_order():
     assert list(METHODS) == ["base", "wide", "GB", "SGB", "SGB_newton", "SGB_learned"]

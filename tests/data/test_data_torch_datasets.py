@@ -139,8 +139,6 @@ def test_torchvision_mnist_streams_through_the_lightning_module(mnist_root: Path
     assert booster.input_shape == (1, 28, 28)
 
 
-@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no")
-@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
 def test_loader_stream_resumes_a_lightning_fit_exactly(mnist_root: Path, tmp_path: Path) -> None:
     data = mnist_dataset(mnist_root, transform=ToTensor())
 

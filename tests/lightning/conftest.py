@@ -12,6 +12,7 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, S
 
 from torchboost import OGB, SGB, Booster, TwoLayerNet
 from torchboost.data import Dataset, DataStream, synthetic_classification, synthetic_regression
+from torchboost.testing import assert_same
 
 N_FEATURES = 5
 N_LEARNERS = 4
@@ -77,23 +78,7 @@ def trainer_kwargs() -> dict[str, Any]:
             "enable_progress_bar": False, "log_every_n_steps": 10}
 
 
-def _assert_identical(a: Any, b: Any, where: str = "state") -> None:
-    if torch.is_tensor(a):
-        assert torch.is_tensor(b) and a.dtype == b.dtype, where
-        assert torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _assert_identical(a[key], b[key], f"{where}[{key!r}]")
-    elif isinstance(a, list | tuple):
-        assert type(a) is type(b) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_identical(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
 @pytest.fixture
 def assert_identical() -> Callable[[Any, Any], None]:
-    """Recursive exact equality of nested state (tensors by ``torch.equal`` and dtype)."""
-    return _assert_identical
+    """Recursive exact equality of nested state (:func:`torchboost.testing.assert_same`)."""
+    return assert_same

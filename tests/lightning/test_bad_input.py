@@ -37,8 +37,6 @@ from torchboost.data import (
 from torchboost.lightning import BadInputLogger, StreamingBoosterModule
 
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
     pytest.mark.filterwarnings("ignore:Using ModelCheckpoint with manual optimization"),
     pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`, callbacks used"),
 ]

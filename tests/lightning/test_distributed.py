@@ -43,8 +43,6 @@ from torchboost.data import DataStream, ScreenedStream
 from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning import StreamingBoosterModule
 
-pytestmark = pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
-
 SCRIPT = Path(__file__).with_name("ddp_fit.py")
 
 

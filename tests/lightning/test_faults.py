@@ -23,11 +23,6 @@ from fault_run import EVERY_N_STEPS, N_STEPS, final_state, fit
 
 from torchboost.lightning import atomic_save, latest_checkpoint
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 SCRIPT = Path(__file__).with_name("fault_run.py")
 TIMEOUT = 120.0
 KILL_STEP = random.Random(5).randint(EVERY_N_STEPS + 1, N_STEPS - 1)

@@ -20,11 +20,6 @@ from torchboost.harness import (
 )
 from torchboost.lightning import evaluate_held_out
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 LEARNER = partial(TwoLayerNet, 5, 4)
 OPTIONS = {"n_learners": 4, "optimizer_kwargs": {"lr": 0.05}}
 

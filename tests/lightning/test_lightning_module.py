@@ -11,13 +11,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from torchboost.lightning import BoostingRound, StreamingBoosterModule
 
-pytestmark = [
-    # The module evaluates held-out data through StreamingCallback, not a val_dataloader.
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    # Lightning 2.6 calls a pytree API that torch deprecated; nothing to do with torchboost.
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 
 @pytest.mark.parametrize("kind", ["sgb", "ogb_logistic"])
 def test_lightning_pass_equals_plain_loop(kind, regression, classification, make_booster,

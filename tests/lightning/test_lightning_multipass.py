@@ -13,7 +13,6 @@ from torchboost.harness.compare import fit_streaming
 from torchboost.lightning import HeldOutEvaluator, StreamingCallback
 
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
     pytest.mark.filterwarnings("ignore:Using ModelCheckpoint with manual optimization"),
     pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`, callbacks used"),
 ]

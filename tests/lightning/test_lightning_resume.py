@@ -21,8 +21,6 @@ from torchboost.data import BatchGroups, DataStream
 from torchboost.lightning import StreamingBoosterModule, StreamingCallback
 
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
     # Lightning 2.6 warns on every step-based save under manual optimisation that the checkpoint
     # holds the state after the step; that is the state matching the saved stream position.
     pytest.mark.filterwarnings("ignore:Using ModelCheckpoint with manual optimization"),

@@ -13,11 +13,6 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from torchboost.lightning import StreamingBoosterModule, StreamingCallback
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no"),
-    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated"),
-]
-
 EVAL_EVERY_UNITS = 5000.0
 
 
