@@ -62,12 +62,15 @@ def count_ops(step: Callable[[], Any]) -> Counter[str]:
     return counter.by_function
 
 
-def sgb_round(n: int, standardize: bool = False) -> Callable[[], Any]:
-    """One stacked SGB ``learn`` of the SLICE shape, past the stall monitor's warm-up."""
+def sgb_round(n: int, standardize: bool = False, adam: bool = True) -> Callable[[], Any]:
+    """One stacked SGB ``learn`` of the SLICE shape, past the stall monitor's warm-up: with
+    Adam (one rate, one fused Adam call, as before schedule-free learners) or with the default
+    schedule-free learners at one rate."""
     torch.manual_seed(0)
+    optimizer = {"optimizer": torch.optim.Adam} if adam else {}
     booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, 1, activation="leaky_relu"),
                   "squared", n_learners=n, mode="stacked", standardize=standardize,
-                  optimizer_kwargs={"lr": 1e-3})  # one rate, one fused Adam call (as before)
+                  optimizer_kwargs={"lr": 1e-3}, **optimizer)
     x, y = torch.randn(BATCH, IN_FEATURES), torch.randn(BATCH)
     with warnings.catch_warnings():  # one batch repeated: the monitor rightly calls it a stall
         warnings.simplefilter("ignore", BoostingStallWarning)
@@ -82,12 +85,12 @@ def sgb_round(n: int, standardize: bool = False) -> Callable[[], Any]:
     return step
 
 
-def report(n: int, standardize: bool = False) -> dict[str, Any]:
+def report(n: int, standardize: bool = False, adam: bool = True) -> dict[str, Any]:
     """``{"n", "total", "learners", "fixed", "by_function"}`` for one round."""
-    counts = count_ops(sgb_round(n, standardize))
+    counts = count_ops(sgb_round(n, standardize, adam))
     learners = sum(v for k, v in counts.items() if k.split(".")[-1] in LEARNER_FUNCTIONS)
     total = sum(counts.values())
-    return {"n": n, "standardize": standardize, "total": total, "learners": learners,
+    return {"n": n, "standardize": standardize, "adam": adam, "total": total, "learners": learners,
             "fixed": total - learners, "by_function": dict(counts.most_common())}
 
 
@@ -95,9 +98,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[64])
     parser.add_argument("--standardize", action="store_true")
+    parser.add_argument("--schedule-free", action="store_true",
+                        help="the default schedule-free learners instead of Adam")
     parser.add_argument("--json", type=Path, help="also write the reports here")
     args = parser.parse_args()
-    reports = [report(n, args.standardize) for n in args.n]
+    reports = [report(n, args.standardize, not args.schedule_free) for n in args.n]
     for r in reports:
         print(f"N={r['n']}: {r['total']} ATen ops per round, {r['learners']} the learners', "
               f"{r['fixed']} fixed")

@@ -94,8 +94,9 @@ def learners_step(n: int, device: str) -> Callable[[], None]:
     targets = torch.randn(n, BATCH, 1, device=device)
 
     def step() -> None:
-        outputs = learners(x)
-        learners.step_outputs(outputs, (outputs.detach() - targets) * (2.0 / BATCH))
+        with learners.learning_point():
+            outputs = learners(x)
+            learners.step_outputs(outputs, (outputs.detach() - targets) * (2.0 / BATCH))
 
     return step
 

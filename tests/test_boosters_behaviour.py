@@ -20,7 +20,7 @@ from torchboost import (
 X, Y = regression_stream(9000)
 X_TRAIN, Y_TRAIN, X_TEST, Y_TEST = X[:8000], Y[:8000], X[8000:], Y[8000:]
 SCALE = Y_TRAIN.abs().max()  # OGB's constants assume labels in [-1, 1]
-ADAM = {"optimizer_kwargs": {"lr": 1e-2}}
+ADAM = {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": 1e-2}}
 
 
 def one_pass(booster, y_train=Y_TRAIN, y_test=Y_TEST, batch=16):
@@ -39,6 +39,14 @@ def test_sgb_more_learners_lower_loss():
     losses = {n: one_pass(SGB(small_net, n_learners=n, step=0.3, y0="mean", **ADAM))[0]
               for n in (1, 4, 16)}
     # measured: 0.95, 0.60, 0.44 (test variance/2 = 1.26)
+    assert losses[16] < losses[4] < 0.8 * losses[1]
+    assert losses[16] < 0.6 * losses[1]
+
+
+def test_sgb_more_learners_lower_loss_at_the_defaults():
+    """The same with schedule-free learners at the default rate rule (no rate, no schedule)."""
+    torch.manual_seed(0)
+    losses = {n: one_pass(SGB(small_net, n_learners=n))[0] for n in (1, 4, 16)}
     assert losses[16] < losses[4] < 0.8 * losses[1]
     assert losses[16] < 0.6 * losses[1]
 

@@ -19,6 +19,8 @@ from torchboost.boosters import ogb_radius
 from torchboost.losses import SquaredLoss
 
 SGD = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.1}}
+#: the same, on the data as given: hand-checks in the papers' raw units
+RAW_SGD = {**SGD, "standardize": False}
 
 
 def weights(booster):
@@ -72,7 +74,7 @@ def test_sgb_default_step_is_theorem_5_1_with_unit_edge():
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_residual_sgb_alg2_projection_average_and_residuals(mode):
     booster = ResidualSGB(linear_learners([[2.0], [-0.5], [0.25]]), "absolute",
-                          domain=Box(-1.0, 1.0), mode=mode, **SGD)
+                          domain=Box(-1.0, 1.0), mode=mode, **RAW_SGD)
     x, z = torch.tensor([[1.0]]), torch.tensor([0.5])
     # eta_i = 1/i (lambda = 1); y0 = 0, y1 = P(-2) = -1, y2 = P(-1 + .25) = -.75,
     # y3 = P(-.75 - .25/3) = -.8333; prediction = mean(y0..y3)
@@ -90,10 +92,10 @@ def test_residual_sgb_alg2_projection_average_and_residuals(mode):
 
 def test_residual_sgb_constant_step_and_ball_projection():
     booster = ResidualSGB(linear_learners([[3.0, 4.0]]), "squared", step=2.0,
-                          domain=None, n_outputs=1, **SGD)
+                          domain=None, n_outputs=1, **RAW_SGD)
     assert booster.steps.tolist() == [2.0]
     from torchboost import Ball
-    ball = ResidualSGB(linear_learners([[1.0]]), "absolute", domain=Ball(0.5))
+    ball = ResidualSGB(linear_learners([[1.0]]), "absolute", domain=Ball(0.5), standardize=False)
     assert ball.predict(torch.tensor([[-10.0]])).item() == pytest.approx((0 + 0.5) / 2)
 
 
@@ -110,7 +112,7 @@ def test_ogb_radius_from_table():
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_ogb_alg1_partial_sums_linear_losses_and_sigma(mode):
     booster = OGB(linear_learners([[0.5], [-0.25]]), "squared", step=0.5, bound_outputs=False,
-                  mode=mode, **SGD)
+                  mode=mode, **RAW_SGD)
     assert booster.radius == 1.0 and booster.lipschitz_radius == 2.0  # B = 1, L_B = B + 1
     x = torch.tensor([[1.0]])
     # round 1, z = .8: y1 = .5*.5 = .25, y2 = .25 + .5*(-.25) = .125
@@ -145,7 +147,7 @@ def test_ogb_rejects_step_outside_range():
 @pytest.mark.parametrize("objective", ["linear", "greedy"])
 def test_convex_hull_ogb_alg2_frank_wolfe(objective):
     booster = ConvexHullOGB(linear_learners([[0.6], [-0.3], [0.9]]), "squared",
-                            bound_outputs=False, objective=objective, **SGD)
+                            bound_outputs=False, objective=objective, **RAW_SGD)
     x, z = torch.tensor([[1.0]]), torch.tensor([0.2])
     # eta = 1, 2/3, 1/2: y1 = .6, y2 = .6/3 - .2 = 0, y3 = .45
     assert booster.learn(x, z).item() == pytest.approx(0.45)
@@ -184,7 +186,7 @@ def test_single_learner_trains_directly_on_the_loss():
     """Same trajectory as a plain autograd loop on mean logistic loss with the same SGD."""
     from torchboost import SingleLearner
     x, y = torch.randn(8, 2), torch.tensor([0, 1, 1, 0, 1, 0, 0, 1])
-    base = SingleLearner(linear_learners([[0.3, -0.2]]), "logistic", **SGD)
+    base = SingleLearner(linear_learners([[0.3, -0.2]]), "logistic", **RAW_SGD)
     reference = linear_learners([[0.3, -0.2]])[0]
     opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     signs = y.float() * 2 - 1

@@ -331,11 +331,12 @@ def test_loading_a_differently_configured_booster_lists_every_difference() -> No
 
 def test_optimizer_class_and_defaults_are_compared_before_anything_loads() -> None:
     torch.manual_seed(0)
-    adam = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5)
+    adam = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5)  # the default optimizer
     adam.learn(torch.randn(8, 3), torch.randn(8))
     sgd = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, optimizer=torch.optim.SGD,
               optimizer_kwargs={"lr": 0.1})
-    with pytest.raises(ValueError, match=r"optimizer: saved 'torch\.optim\.adam\.Adam'"):
+    with pytest.raises(ValueError, match=r"optimizer: saved 'schedulefree\.adamw_schedulefree"
+                                         r"\.AdamWScheduleFree'"):
         sgd.load_state_dict(adam.state_dict())
     other_lr = SGB(lambda: nn.Linear(3, 1), n_learners=2, step=0.5, optimizer_kwargs={"lr": 0.5})
     with pytest.raises(ValueError, match="optimizer_defaults"):
@@ -347,11 +348,12 @@ def test_optimizer_class_and_defaults_are_compared_before_anything_loads() -> No
 
 
 def test_ogb_radius_bound_and_mode_are_compared() -> None:
+    """The default bound D is 3 for standardised labels (STANDARDIZED_BOUND)."""
     a = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=2.0, mode="loop")
     b = OGB(lambda: nn.Linear(3, 1), n_learners=2, radius=3.0, bound=0.5, mode="stacked")
     with pytest.raises(ValueError) as info:
         b.load_state_dict(a.state_dict())
-    for key in ("radius: saved 2.0", "bound: saved 1.0", "mode: saved 'loop'"):
+    for key in ("radius: saved 2.0", "bound: saved 3.0", "mode: saved 'loop'"):
         assert key in str(info.value)
 
 
@@ -418,14 +420,16 @@ def test_ogb_warns_once_when_labels_exceed_the_radius() -> None:
     import warnings
 
     torch.manual_seed(0)
-    booster = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean")
+    # labels in the user's units (the default standardises them, and they fit the ball)
+    booster = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", standardize=False)
     x, y = torch.randn(16, 3), 10 + 0.1 * torch.randn(16)
     with pytest.warns(UserWarning, match=r"radius B=1.*y0='mean'"):
         booster.learn(x, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         booster.learn(x, y)  # once
-        wide = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", radius=20.0)
+        wide = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", radius=20.0,
+                   standardize=False)
         wide.learn(x, y)  # labels inside the radius: no warning
         OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(x, torch.rand(16) - 0.5)
 

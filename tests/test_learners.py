@@ -12,6 +12,7 @@ from torch import nn
 
 from torchboost import SGB, TwoLayerNet, WeakLearners
 from torchboost.learners import BoundedOutput
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 
 
 def _pair(factory, n, **kwargs):
@@ -25,8 +26,9 @@ def _pair(factory, n, **kwargs):
 def _train(learners, x, targets, steps):
     for t in range(steps):
         xb, tb = x[t % 8 * 16:(t % 8 + 1) * 16], targets[:, t % 8 * 16:(t % 8 + 1) * 16]
-        out = learners(xb)
-        learners.step((tb - out).square().sum(-1).mean(-1).sum())
+        with learners.learning_point():
+            out = learners(xb)
+            learners.step((tb - out).square().sum(-1).mean(-1).sum())
 
 
 def test_auto_mode_picks_stacked_for_homogeneous_and_loop_otherwise():
@@ -40,8 +42,12 @@ def test_auto_mode_picks_stacked_for_homogeneous_and_loop_otherwise():
         WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Rprop, mode="stacked")
 
 
-def test_stacked_equals_loop_over_short_run_tightly():
-    stacked, loop = _pair(lambda: TwoLayerNet(6, 7), 5, optimizer_kwargs={"lr": 1e-2})
+@pytest.mark.parametrize("optimizer", [DEFAULT_OPTIMIZER, torch.optim.Adam])
+def test_stacked_equals_loop_over_short_run_tightly(optimizer):
+    """Schedule-free (the default) and Adam: both elementwise, with the averaging scalars of
+    schedule-free shared by learners that step in lockstep."""
+    stacked, loop = _pair(lambda: TwoLayerNet(6, 7), 5, optimizer=optimizer,
+                          optimizer_kwargs={"lr": 1e-2})
     x = torch.randn(128, 6)
     targets = torch.randn(5, 128, 1)
     assert torch.allclose(stacked(x), loop(x), atol=1e-7)  # batched matmul rounds differently
@@ -68,7 +74,8 @@ def test_stacked_equals_loop_inside_sgb_long_run_statistically():
 
 def test_fused_adam_state_is_per_learner():
     """Learner 0 receiving zero gradient does not move, whatever the others do."""
-    learners = WeakLearners(lambda: nn.Linear(2, 1), 3, mode="stacked")
+    learners = WeakLearners(lambda: nn.Linear(2, 1), 3, mode="stacked",
+                            optimizer=torch.optim.Adam)
     before = learners.learner_state(0)
     out = learners(torch.randn(4, 2))
     learners.step(out[1:].square().sum())
@@ -103,8 +110,9 @@ def test_batchnorm_needs_loop_mode_and_works_there():
         WeakLearners(factory, 2, mode="stacked")
     learners = WeakLearners(factory, 2)
     assert learners.mode == "loop"
-    out = learners(torch.randn(16, 3))
-    learners.step(out.square().sum())
+    with learners.learning_point():
+        out = learners(torch.randn(16, 3))
+        learners.step(out.square().sum())
     assert learners.learner_state(0)["1.num_batches_tracked"].item() == 1
 
 
@@ -114,7 +122,8 @@ def test_state_dict_round_trip_includes_optimizer_state(mode):
     a = WeakLearners(lambda: nn.Linear(3, 1), 3, mode=mode)
     x, t = torch.randn(8, 3), torch.randn(3, 8, 1)
     for _ in range(3):
-        a.step((a(x) - t).square().sum())
+        with a.learning_point():
+            a.step((a(x) - t).square().sum())
     buffer = io.BytesIO()
     torch.save(a.state_dict(), buffer)
     buffer.seek(0)
@@ -123,12 +132,14 @@ def test_state_dict_round_trip_includes_optimizer_state(mode):
     b.load_state_dict(torch.load(buffer, weights_only=False))
     assert torch.equal(a(x), b(x))
     for learners in (a, b):
-        learners.step((learners(x) - t).square().sum())
-    assert torch.equal(a(x), b(x))  # identical continued training needs identical Adam moments
+        with learners.learning_point():
+            learners.step((learners(x) - t).square().sum())
+    # identical continued training needs identical moments, z and averaging scalars
+    assert torch.equal(a(x), b(x))
 
 
 def test_to_moves_optimizer_state():
-    learners = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    learners = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Adam)
     learners.step(learners(torch.randn(4, 3)).sum())
     learners.to(torch.float64)
     state = next(iter(learners.optimizers[0].state.values()))
@@ -227,10 +238,10 @@ def test_fast_path_not_used_when_randomness_would_be_shared():
 
 
 def test_loading_a_live_state_dict_does_not_share_optimizer_moments():
-    a = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    a = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Adam)
     x = torch.randn(4, 3)
     a.step(a(x).sum())
-    b = WeakLearners(lambda: nn.Linear(3, 1), 2)
+    b = WeakLearners(lambda: nn.Linear(3, 1), 2, optimizer=torch.optim.Adam)
     b.load_state_dict(a.state_dict())  # no serialisation in between
     b.step(b(x).sum())
     moments = [next(iter(o.state.values()))["exp_avg"] for o in (a.optimizers[0], b.optimizers[0])]

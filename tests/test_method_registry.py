@@ -33,7 +33,7 @@ def test_the_registry_lists_every_method_once_in_the_tables_order():
 def test_a_registered_method_runs_in_the_driver(tmp_path):
     def small_step(inputs):  # SGB at a tenth of the default step
         return SGB(inputs.factory, inputs.config.loss, n_learners=inputs.config.n_learners,
-                   step=0.025, lr_scheduler=inputs.schedule, **inputs.boosted)
+                   step=0.025, lr_scheduler=inputs.schedule, **inputs.common)
 
     register_method(MethodSpec("SGB_small_step", "streaming", small_step))
     try:

@@ -307,7 +307,7 @@ def test_overflowing_step_is_rolled_back_and_names_its_learner(mode):
 def test_overflowing_adam_step_restores_the_parameters():
     torch.manual_seed(0)
     booster = SGB(lambda: TwoLayerNet(3, 4), "squared", n_learners=3, mode="stacked",
-                  optimizer_kwargs={"lr": 1e38})
+                  optimizer=torch.optim.Adam, optimizer_kwargs={"lr": 1e38})
     params = copy.deepcopy(dict(booster.learners.named_parameters()))
     with pytest.raises(DivergenceError, match="the optimizer step made its parameters"):
         booster.learn(torch.randn(8, 3), torch.randn(8))

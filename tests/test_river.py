@@ -11,6 +11,7 @@ pytest.importorskip("river")
 from river import checks, datasets, dummy, evaluate, linear_model, metrics, preprocessing, stats
 
 from torchboost import OGB
+from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.river import SGBClassifier, SGBRegressor
 
 SETTINGS = {"n_learners": 4, "batch_size": 8, "learning_rate": 0.03, "n_threads": 1}
@@ -96,9 +97,9 @@ def test_river_defaults_newton_targets_the_rule_and_the_open_ended_schedule() ->
     booster = model.booster_
     assert booster.targets == "newton"
     assert booster.learners.schedulers[0].last_epoch == 10
-    # the boosters' rule: 2e-2 (Phishing's 9 features are far below fan-in 64)
+    # the boosters' rule (Phishing's 9 features are far below fan-in 64)
     rate = booster.learners.optimizers[0].param_groups[0]["lr"]
-    assert rate == pytest.approx(2e-2 * (1 + 10 / 300) ** -0.5)
+    assert rate == pytest.approx(DEFAULT_LR * (1 + 10 / 300) ** -0.5)
     with pytest.raises(ValueError, match="use lr_schedule='decay'"):
         SGBRegressor(lr_schedule="cosine")
 

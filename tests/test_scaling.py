@@ -80,7 +80,8 @@ def test_without_standardize_targets_of_1e8_do_not_train():
     losses = {}
     for standardize in (False, True):
         booster = SGB(lambda: TwoLayerNet(5, 8, 1, "relu"), "squared", n_learners=4,
-                      optimizer_kwargs={"lr": 1e-2}, standardize=standardize)
+                      optimizer=torch.optim.Adam, optimizer_kwargs={"lr": 1e-2},
+                      standardize=standardize)
         for _ in range(5):
             for rows in torch.arange(512).split(32):
                 booster.learn(x[rows], y[rows] * 1e8)

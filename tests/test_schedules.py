@@ -25,6 +25,7 @@ from torchboost import (
     cosine_schedule,
     decay_schedule,
 )
+from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.boosters.registry import BOOSTERS
 from torchboost.learners.schedules import CosineMultiplier, DecayMultiplier
 
@@ -65,14 +66,15 @@ def test_cosine_multiplier_by_hand():
 
 
 def test_rate_after_k_rounds_by_hand_keeps_the_fan_in_ratios():
-    """SGB's default rate is a rule: 2e-2 for fan-in ≤ 64, 2e-2·64/128 for a 128-wide weight.
+    """SGB's default rate is a rule: DEFAULT_LR for fan-in ≤ 64, DEFAULT_LR·64/128 for a
+    128-wide weight.
     After k rounds of cosine_schedule(8) every group's rate is its own base times
     (1 + cos(π k / 8)) / 2."""
     torch.manual_seed(0)
     booster = SGB(lambda: TwoLayerNet(128, 4), n_learners=2,
                   lr_scheduler=cosine_schedule(8))
     bases = _rates(booster)
-    assert sorted(set(bases)) == [2e-2 * 64 / 128, 2e-2]
+    assert sorted(set(bases)) == [DEFAULT_LR * 64 / 128, DEFAULT_LR]
     g = torch.Generator().manual_seed(1)
     for k in range(1, 10):
         booster.learn(torch.randn(8, 128, generator=g), torch.randn(8, generator=g))
@@ -230,7 +232,8 @@ def test_a_scheduled_booster_deep_copies_and_pickles_apart_from_the_original():
     import pickle
 
     torch.manual_seed(0)
-    booster = SGB(lambda: TwoLayerNet(D, 4), n_learners=2, lr_scheduler=cosine_schedule(8))
+    booster = SGB(lambda: TwoLayerNet(D, 4), n_learners=2, lr_scheduler=cosine_schedule(8),
+                  optimizer=torch.optim.Adam)
     x, y = _batches(1)[0]
     booster.learn(x, y)
     for twin in (copy.deepcopy(booster), pickle.loads(pickle.dumps(booster))):

@@ -200,7 +200,7 @@ def test_newton_targets_beat_gradient_targets_on_a_multiclass_stream():
     scores = {}
     for name in ("gradient", "newton", "single"):
         torch.manual_seed(0)
-        kwargs = {"n_outputs": 5, "optimizer_kwargs": {"lr": 1e-2}}
+        kwargs = {"n_outputs": 5, "optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": 1e-2}}
         booster = (SingleLearner(lambda: nn.Linear(20, 5), "softmax", **kwargs)
                    if name == "single" else
                    SGB(lambda: nn.Linear(20, 5), "softmax", n_learners=4, targets=name,

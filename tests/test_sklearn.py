@@ -16,6 +16,7 @@ from sklearn.datasets import make_classification, make_regression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from torchboost import SGB
+from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.sklearn import BOOSTERS, SGBClassifier, SGBRegressor
 
 #: Small enough for the checks to run in seconds, good enough for their accuracy thresholds
@@ -150,9 +151,9 @@ def test_defaults_the_boosters_rule_newton_targets_for_classifiers_and_schedules
     clf = SGBClassifier(n_learners=3, max_passes=2, random_state=0, n_threads=1).fit(X, y)
     booster = clf.booster_
     assert booster.targets == "newton"  # the README's recommendation for classification
-    # the rule: 2e-2 up to fan-in 64, 2e-2 · 64 / 80 for the 80-input first layer
+    # the rule: DEFAULT_LR up to fan-in 64, DEFAULT_LR · 64 / 80 for the 80-input first layer
     rates = sorted({g["lr"] for g in booster.learners.optimizers[0].param_groups})
-    assert rates == pytest.approx([2e-2 * 64 / 80, 2e-2])
+    assert rates == pytest.approx([DEFAULT_LR * 64 / 80, DEFAULT_LR])
     assert not booster.learners.schedulers
     paper = SGBClassifier(n_learners=3, max_passes=1, random_state=0, n_threads=1,
                           booster_kwargs={"targets": "gradient"}).fit(X, y)

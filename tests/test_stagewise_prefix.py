@@ -10,7 +10,7 @@ from torch import nn
 
 from torchboost import StagewiseGB, TwoLayerNet
 
-ADAM = {"optimizer_kwargs": {"lr": 0.1}}
+ADAM = {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": 0.1}}
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 
@@ -165,7 +165,8 @@ def test_learners_step_fused_by_default_and_unfused_checkpoints_still_load():
     assert all(opt.defaults["fused"] for opt in fused.learners.optimizers)
     torch.manual_seed(0)
     unfused = StagewiseGB(lambda: TwoLayerNet(6, 4), "squared", n_learners=5, step=0.5,
-                          y0="mean", optimizer_kwargs={"lr": 0.1, "foreach": False})
+                          y0="mean", optimizer=torch.optim.Adam,
+                          optimizer_kwargs={"lr": 0.1, "foreach": False})
     assert not any(opt.defaults["fused"] for opt in unfused.learners.optimizers)
     for gb in (fused, unfused):
         for x, y in batches(3):

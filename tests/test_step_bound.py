@@ -67,9 +67,12 @@ def test_no_bound_where_the_argument_does_not_apply(optimizer, kwargs):
 
 
 def _copies(booster: SGB, rounds: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Rounds that took the checked path (checks 3 and 4 after the step; the pre-step copies
+    they read are the round transaction's)."""
     calls = []
-    original = guards._copy_state
-    monkeypatch.setattr(guards, "_copy_state", lambda opt: calls.append(1) or original(opt))
+    original = guards._first_oversized_update
+    monkeypatch.setattr(guards, "_first_oversized_update",
+                        lambda *args: calls.append(1) or original(*args))
     x, y = torch.randn(rounds, 16, 5), torch.randn(rounds, 16)
     for xb, yb in zip(x, y, strict=True):
         booster.learn(xb, yb)
@@ -79,12 +82,14 @@ def _copies(booster: SGB, rounds: int, monkeypatch: pytest.MonkeyPatch) -> int:
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_the_guard_copies_nothing_when_the_step_is_proven_safe(mode, monkeypatch):
     torch.manual_seed(0)
-    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode, optimizer=torch.optim.Adam)
     assert _copies(booster, 4, monkeypatch) == 0
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode)  # schedule-free: checked
+    assert _copies(booster, 2, monkeypatch) == 2
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode,
                   optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.01})
     assert _copies(booster, 4, monkeypatch) > 0
-    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode,
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode, optimizer=torch.optim.Adam,
                   optimizer_kwargs={"lr": 1e5})  # 14.5 · lr · sqrt(29) > 1e6 / 2: checked
     assert _copies(booster, 1, monkeypatch) > 0
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode, optimizer=Prodigy,
@@ -96,7 +101,7 @@ def test_the_guard_copies_nothing_when_the_step_is_proven_safe(mode, monkeypatch
 
 def test_loaded_moments_that_break_the_invariant_take_the_checked_path(monkeypatch):
     torch.manual_seed(0)
-    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, optimizer=torch.optim.Adam)
     assert _copies(booster, 2, monkeypatch) == 0
     state = booster.learners.optimizers[0].state_dict()
     for entry in state["state"].values():

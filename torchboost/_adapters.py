@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from torchboost.boosters import SGB, Booster, SingleLearner
-from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.boosters.registry import BOOSTERS as REGISTRY
 from torchboost.learners import TwoLayerNet
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule, decay_schedule
 from torchboost.losses import get_loss
 
@@ -34,6 +34,7 @@ BOOSTERS: dict[str, type[Booster]] = {name: spec.cls for name, spec in REGISTRY.
 
 #: The names ``optimizer=`` accepts.
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "schedule_free": DEFAULT_OPTIMIZER,
     "adam": torch.optim.Adam,
     "sgd": torch.optim.SGD,
     "adagrad": torch.optim.Adagrad,
@@ -124,10 +125,10 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
     ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
     (logistic, hinge) get one output. ``learning_rate=None``: the boosters' default rule
-    (:mod:`~torchboost.boosters.default_lr`; for a booster without it, OGB's and ResidualSGB's,
-    Adam at :data:`~torchboost.boosters.default_lr.DEFAULT_LR`). A ``classifier`` boosted by an
-    SGB variant fits Newton targets (``targets="newton"``, as the README recommends) unless
-    ``booster_kwargs`` choose ``targets``. ``ValueError`` for an unknown name."""
+    (:mod:`~torchboost.boosters.default_lr`, the same for every booster). A ``classifier``
+    boosted by an SGB variant fits Newton targets (``targets="newton"``, as the README
+    recommends) unless ``booster_kwargs`` choose ``targets``. ``ValueError`` for an unknown
+    name."""
     if isinstance(booster, str):
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
@@ -153,8 +154,6 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer}
     if learning_rate is not None:
         kwargs["optimizer_kwargs"] = {"lr": float(learning_rate)}
-    elif not cls.default_lr_rule:
-        kwargs["optimizer_kwargs"] = {"lr": DEFAULT_LR}
     if lr_scheduler is not None:
         kwargs["lr_scheduler"] = lr_scheduler
     if cls is not SingleLearner:

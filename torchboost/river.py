@@ -24,10 +24,11 @@ classes, softmax for more): the booster's outputs are fixed when it is built.
 The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``,
 ``learning_rate``, …) are those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is
 usually fastest for one-example predictions); ``seed`` seeds the learners' initialisation. A
-river stream has no known end, so ``lr_schedule`` is ``"constant"`` (default) or ``"decay"``
-(the open-ended :func:`~torchboost.decay_schedule`). A classifier boosted by an SGB variant fits
-Newton targets, as the README recommends (``booster_kwargs={"targets": "gradient"}``: the
-paper's).
+river stream has no known end: the default learners (schedule-free, ``optimizer=
+"schedule_free"``) need no horizon and no schedule; ``lr_schedule`` is ``"constant"``
+(default) or ``"decay"`` (the open-ended :func:`~torchboost.decay_schedule`, for Adam). A
+classifier boosted by an SGB variant fits Newton targets, as the README recommends
+(``booster_kwargs={"targets": "gradient"}``: the paper's).
 
 Examples:
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -158,7 +159,7 @@ class _RiverBoosting:
                  hidden: int = 10, activation: str = "sigmoid",
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
-                 optimizer: str | type[torch.optim.Optimizer] = "adam",
+                 optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | None = None, lr_schedule: str = "constant") -> None:
@@ -369,7 +370,7 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  booster: str | type[Booster] = "sgb", n_learners: int = 8, hidden: int = 10,
                  activation: str = "sigmoid", learner: LearnerFactory | None = None,
                  loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
-                 optimizer: str | type[torch.optim.Optimizer] = "adam",
+                 optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | None = None, lr_schedule: str = "constant") -> None:

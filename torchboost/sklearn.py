@@ -123,10 +123,11 @@ class _StreamingBoosting(BaseEstimator):
         loss: the booster's loss name; ``None`` picks ``"squared"`` for regression,
             ``"logistic"`` for two classes and ``"softmax"`` for more.
         booster_kwargs: extra keyword arguments for the booster (``step``, ``targets``, …).
-        optimizer: every learner's optimizer: ``"adam"``, ``"sgd"``, ``"adagrad"``,
-            ``"rmsprop"`` or a ``torch.optim.Optimizer`` class; ``learning_rate`` is its ``lr``
-            (``None``: the boosters' default rule, Adam at 2e-2 scaled down for weights with a
-            fan-in above 64, :mod:`~torchboost.boosters.default_lr`).
+        optimizer: every learner's optimizer: ``"schedule_free"`` (default: schedule-free
+            AdamW, no horizon, predictions on its averaged weights), ``"adam"``, ``"sgd"``,
+            ``"adagrad"``, ``"rmsprop"`` or a ``torch.optim.Optimizer`` class; ``learning_rate``
+            is its ``lr`` (``None``: the boosters' default rule,
+            :mod:`~torchboost.boosters.default_lr`).
         lr_schedule: ``"constant"``; ``"cosine"``, a cosine decay of the rate to 0 over
             ``fit``'s ``max_passes`` passes (not for ``partial_fit``, whose stream has no known
             end); ``"decay"``, the open-ended :func:`~torchboost.decay_schedule` (either).
@@ -144,7 +145,7 @@ class _StreamingBoosting(BaseEstimator):
                  hidden: int = 10, activation: str = "sigmoid",
                  learner: LearnerFactory | None = None, loss: str | None = None,
                  booster_kwargs: dict[str, Any] | None = None,
-                 optimizer: str | type[torch.optim.Optimizer] = "adam",
+                 optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, lr_schedule: str = "constant",
                  batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,

@@ -42,15 +42,15 @@ def make_stream() -> Callable[[Dataset], DataStream]:
 def make_booster() -> Callable[[str], Booster]:
     """Identically initialised boosters with N=4 TwoLayerNet(5, 4) learners:
     ``"sgb"`` (squared loss, stacked learners), ``"sgb_logistic"``, ``"ogb_logistic"`` (OGB's
-    bounded learners, run one by one), ``"sgb_scheduled"`` (``"sgb"`` under a torch warm-up
-    then cosine schedule over the 40 rounds of a pass: ``SequentialLR`` of ``LinearLR`` and
+    bounded learners, run one by one), all with the default (schedule-free) learners and rate;
+    ``"sgb_scheduled"`` (``"sgb"`` with Adam at ``LEARNING_RATE`` under a torch warm-up then
+    cosine schedule over the 40 rounds of a pass: ``SequentialLR`` of ``LinearLR`` and
     ``CosineAnnealingLR``)."""
 
     def make(kind: str) -> Booster:
         torch.manual_seed(0)
         learner = partial(TwoLayerNet, N_FEATURES, 4)
-        common: dict[str, Any] = {"n_learners": N_LEARNERS,
-                                  "optimizer_kwargs": {"lr": LEARNING_RATE}}
+        common: dict[str, Any] = {"n_learners": N_LEARNERS}  # the default learners and rate
         if kind == "sgb":
             return SGB(learner, "squared", **common)
         if kind == "sgb_logistic":
@@ -58,7 +58,9 @@ def make_booster() -> Callable[[str], Booster]:
         if kind == "ogb_logistic":
             return OGB(learner, "logistic", **common)
         if kind == "sgb_scheduled":
-            return SGB(learner, "squared", lr_scheduler=_warm_up_then_cosine, **common)
+            return SGB(learner, "squared", lr_scheduler=_warm_up_then_cosine,
+                       optimizer=torch.optim.Adam, optimizer_kwargs={"lr": LEARNING_RATE},
+                       **common)
         raise ValueError(kind)
 
     return make

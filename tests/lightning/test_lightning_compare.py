@@ -21,7 +21,7 @@ from torchboost.harness import (
 from torchboost.lightning import evaluate_held_out
 
 LEARNER = partial(TwoLayerNet, 5, 4)
-OPTIONS = {"n_learners": 4, "optimizer_kwargs": {"lr": 0.05}}
+OPTIONS = {"n_learners": 4}  # the default learners and rate rule
 
 
 def test_lightning_build_seeded_gives_identical_learners_and_keeps_the_rng():

@@ -65,5 +65,5 @@ def test_lightning_learner_scalars(mode):
     assert set(scalars) == {f"learners/{name}/learner_{i}" for name in values for i in (1, 2)}
     assert scalars["learners/edge/learner_2"] == pytest.approx(float(booster.edges()[1]))
     assert booster_hparams(booster) == {"booster": "SGB", "loss": "squared", "n_learners": 2,
-                                        "mode": mode, "optimizer": "Adam", "lr": 0.03,
+                                        "mode": mode, "optimizer": "AdamWScheduleFree", "lr": 0.03,
                                         "step": 0.25, "targets": "gradient"}

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
+from torchboost.boosters.default_lr import DEFAULT_LR
 from torchboost.lightning import StreamingBoosterModule, StreamingCallback
 
 EVAL_EVERY_UNITS = 5000.0
@@ -85,7 +86,7 @@ def test_lightning_tensorboard_curves_against_units(regression, tmp_path, make_b
     edges = _histograms(events, "learners/edge")
     assert [step for step, *_ in edges] == steps[1:]  # from the first batch on
     assert all(count == n and high <= 1.0 for _, count, _, high in edges)
-    assert all(low == high == pytest.approx(0.05) for *_, low, high in
+    assert all(low == high == pytest.approx(DEFAULT_LR) for *_, low, high in
                _histograms(events, "learners/lr"))
     profile = scalars["learner_profile/edge"]
     assert [step for step, _ in profile] == list(range(1, n + 1))
@@ -93,7 +94,7 @@ def test_lightning_tensorboard_curves_against_units(regression, tmp_path, make_b
     assert [step for step, _ in scalars["anytime/loss"]] == list(range(1, n + 1))
     assert _values(scalars["anytime/loss"])[-1] == pytest.approx(test_loss[-1][1], rel=1e-6)
     params, metrics = _hparams(events)
-    assert params["booster"] == "SGB" and params["n_learners"] == n and params["lr"] == 0.05
+    assert params["booster"] == "SGB" and params["n_learners"] == n and params["lr"] == DEFAULT_LR
     assert {"final/test_loss", "final/progressive_loss", "final/compute_units"} <= metrics
     assert _values(scalars["final/test_loss"]) == pytest.approx([test_loss[-1][1]])
     units = _values(scalars["compute_units"])  # against Lightning's steps (batches)

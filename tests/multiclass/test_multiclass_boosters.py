@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.multiclass import AdaboostOLM, MulticlassBooster, OnlineMBBM, OzaBoost
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -31,8 +32,14 @@ def net() -> nn.Module:
 
 
 def make(kind: str, seed: int = 0, **kwargs) -> MulticlassBooster:
+    """The papers' setting unless told otherwise: Adam (one point, so ``learn``'s prediction is
+    ``predict``'s before the update) on the features as given (so that a batch's rounds equal
+    single-example rounds); the defaults are checked by ``test_defaults_learn_a_simple_stream``
+    and the conformance suite."""
     torch.manual_seed(seed)
+    kwargs.setdefault("optimizer", torch.optim.Adam)
     kwargs.setdefault("optimizer_kwargs", {"lr": 0.02})
+    kwargs.setdefault("standardize", False)
     if kind == "mbbm":
         return OnlineMBBM(net, K, 0.1, n_learners=N, seed=seed, **kwargs)
     if kind == "mbbm_mc":
@@ -134,6 +141,17 @@ def test_boosters_learn_a_simple_stream(kind: str) -> None:
     assert booster.votes(x[:5]).shape == (5, K)
     edges = booster.diagnostics()["edge"]
     assert edges.shape == (N,) and (edges > 0.3).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_defaults_learn_a_simple_stream(kind: str) -> None:
+    """Schedule-free learners at the default rule, standardised features: as good as Adam's."""
+    booster = make(kind, optimizer=DEFAULT_OPTIMIZER, optimizer_kwargs=None, standardize=True)
+    x, y = stream(800)
+    hits = torch.cat([booster.learn(x[i:i + 2], y[i:i + 2]).argmax(-1)
+                      for i in range(0, 800, 2)]) == y
+    assert hits[-200:].double().mean() > 0.8
+    assert booster.evaluate(*stream(200, seed=1))["error"] < 0.25
 
 
 @pytest.mark.parametrize("kind", ["mbbm", "olm"])

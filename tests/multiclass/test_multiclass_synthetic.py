@@ -41,7 +41,8 @@ def readers(n: int, k: int) -> list[nn.Module]:
     return [VoteReader(i, k) for i in range(n)]
 
 
-FROZEN = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.0}}
+#: frozen readers of the raw input columns (standardised columns would be other votes)
+FROZEN = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.0}, "standardize": False}
 
 
 def theorem_four_stream(n_examples: int, n_learners: int, k: int, edges: list[float],

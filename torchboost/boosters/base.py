@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.default_lr import with_default_lr
 from torchboost.boosters.guards import check_round
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
@@ -37,9 +38,11 @@ from torchboost.boosters.transaction import RoundTransaction
 from torchboost.distributed import Synchronizer
 from torchboost.inputs import check_features
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
+from torchboost.learners.averaging import is_schedule_free
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
 from torchboost.losses import Loss, get_loss
-from torchboost.params import integer, positive_float, positive_int
+from torchboost.params import flag, integer, positive_float, positive_int
 from torchboost.protocol import counters, load_counters
 
 __all__ = ["Y0", "Booster", "Round"]
@@ -89,11 +92,19 @@ class Booster(nn.Module, ABC):
             ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
         optimizer, optimizer_kwargs, mode, compile, lr_fan_in, lr_output_scale: passed to
-            :class:`WeakLearners` for a factory/list.
+            :class:`WeakLearners` for a factory/list. The default optimizer is schedule-free
+            AdamW (:mod:`~torchboost.learners.averaging`: rounds learn at its learning point,
+            every prediction uses its averaged weights); without ``optimizer_kwargs={"lr": ...}``
+            the learners follow the default rate rule of
+            :mod:`~torchboost.boosters.default_lr`, the same for every booster.
         lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
             class, or :func:`~torchboost.cosine_schedule` / :func:`~torchboost.decay_schedule`),
             one scheduler per optimizer of the learners, stepped once per successful round
             (:mod:`torchboost.learners.schedules`); its state is in ``state_dict``.
+        standardize: scale-free training (default on): features, and regression labels, are
+            standardised on the fly by running statistics (:mod:`~torchboost.boosters.scaling`)
+            and predictions come back in the user's units. ``standardize=False`` trains on the
+            data as given.
     """
 
     def __init__(
@@ -104,7 +115,7 @@ class Booster(nn.Module, ABC):
         n_learners: int | None = None,
         n_outputs: int = 1,
         y0: Y0 = 0.0,
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         stall_window: int | None = DEFAULT_WINDOW,
@@ -112,6 +123,7 @@ class Booster(nn.Module, ABC):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         lr_output_scale: float = 1.0,
+        standardize: bool = True,
     ) -> None:
         super().__init__()
         if n_learners is not None:
@@ -129,8 +141,11 @@ class Booster(nn.Module, ABC):
                                  "WeakLearners(...) instead of the booster")
             self.learners = learners
         else:
-            self.learners = WeakLearners(learners, n_learners, optimizer, optimizer_kwargs, mode,
-                                         compile, lr_fan_in, lr_scheduler, lr_output_scale)
+            rule = with_default_lr({"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs}
+                                   | ({} if lr_fan_in is None else {"lr_fan_in": lr_fan_in}))
+            self.learners = WeakLearners(learners, n_learners, optimizer, rule["optimizer_kwargs"],
+                                         mode, compile, rule.get("lr_fan_in"), lr_scheduler,
+                                         lr_output_scale)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(
@@ -149,9 +164,11 @@ class Booster(nn.Module, ABC):
         self._round_fit: tuple[Tensor, Tensor, int] | None = None
         #: the replicas' synchronizer when training data-parallel (:meth:`distribute`)
         self.sync: Synchronizer | None = None
-        #: running standardisation of features and regression targets (:mod:`.scaling`), set by
-        #: boosters with a ``standardize`` option; ``None``: the user's units
-        self.standardizer: Standardizer | None = None
+        #: running standardisation of features and regression targets (:mod:`.scaling`);
+        #: ``None`` (``standardize=False``): the user's units
+        self.standardize = flag("standardize", standardize)
+        self.standardizer: Standardizer | None = (
+            Standardizer(targets=not self.loss.is_classifier) if self.standardize else None)
         #: examples in the current round's (global) batch
         self._round_size = 0
         #: every round is all or nothing (:mod:`torchboost.boosters.transaction`)
@@ -162,10 +179,6 @@ class Booster(nn.Module, ABC):
                                    metric=self.stall_metric)
                       if stall_window is not None and self.monitors_stall else None)
 
-    #: whether Adam without an ``lr`` follows the default rule of
-    #: :mod:`~torchboost.boosters.default_lr` (SGB and its variants, SingleLearner, the
-    #: multiclass boosters); the others (OGB's linear losses, ResidualSGB) keep torch's 1e-3
-    default_lr_rule = False
     #: what the stall monitor judges: the loss of the partial sums, or (``"error"``) the error
     #: rate of votes (the multiclass boosters)
     stall_metric = "loss"
@@ -288,19 +301,23 @@ class Booster(nn.Module, ABC):
         book-keeping, inside a :class:`~torchboost.boosters.transaction.RoundTransaction`:
         whatever raises leaves the booster as it was."""
         x, z = self._checked_round_input(x, y)
+        self._run_learners(self.learners.probe, x)  # mode="auto" settles before the round
         labels = z  # in the user's units, for :meth:`round_scores`
         with self._transaction(self) as round_:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
                 x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
                 round_.on_commit(self.standardizer.commit)
-            plan = self.plan_round(x, z)
-            check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
-            output_grad = self.learner_loss_grad(plan.h, plan.targets)
-            if plan.weights is not None:  # a per-output weighted loss: gradient output by output
-                output_grad = output_grad * plan.weights
-            if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
-                output_grad = output_grad * (x.shape[0] / self._round_size)
-            round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
+            # the learners this round trains run at their learning point (schedule-free:
+            # :mod:`~torchboost.learners.averaging`), every other forward at the averaged weights
+            with self.learners.learning_point(self.stepping_learner()):
+                plan = self.plan_round(x, z)
+                check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
+                output_grad = self.learner_loss_grad(plan.h, plan.targets)
+                if plan.weights is not None:  # a per-output weighted loss: output by output
+                    output_grad = output_grad * plan.weights
+                if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
+                    output_grad = output_grad * (x.shape[0] / self._round_size)
+                round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
             self.after_step(plan.h, plan.partials, z)
             round_.on_commit(lambda: self.learners.step_schedules(plan.index))
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
@@ -311,6 +328,11 @@ class Booster(nn.Module, ABC):
             if symptoms:  # the hint reads the steps: only for a warning
                 self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
+
+    def stepping_learner(self) -> int | None:
+        """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``
+        (default) for all of them: those run at their learning point during the round."""
+        return None
 
     def _stall_hint(self) -> str:
         """The settings a stall warning suggests changing: the learning rate here; boosters
@@ -324,6 +346,12 @@ class Booster(nn.Module, ABC):
         else:
             hint = (f"now lr={optimizers[0].defaults['lr']:g}" if "lr" in group
                     else "now the optimizer's default")
+            if is_schedule_free(optimizers[0]):  # no schedule to blame: only the rate
+                hint = (f"now schedule-free lr={optimizers[0].defaults['lr']:g}, warm-up "
+                        f"{group.get('warmup_steps', 0)} rounds, no schedule needed")
+        if self.standardizer is None:
+            hint += ("; the booster trains on your units (standardize=False): features or "
+                     "labels far from unit scale stall it, and standardize=True fixes that")
         return hint
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
@@ -545,7 +573,7 @@ class Booster(nn.Module, ABC):
     # --- state ------------------------------------------------------------------------------------
     #: attributes that configure the algorithm, saved in the state and compared on loading
     #: (extended by the subclasses)
-    config_keys: tuple[str, ...] = ()
+    config_keys: tuple[str, ...] = ("standardize",)
 
     def config(self) -> dict[str, Any]:
         """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
@@ -622,6 +650,10 @@ class Booster(nn.Module, ABC):
                               **kwargs: Any) -> None:
         extra = state_dict.get(prefix + "_extra_state")
         saved = extra.get("config") if isinstance(extra, dict) else None
+        if isinstance(saved, dict) and "standardize" not in saved:
+            # saved before the option existed: trained on the data as given
+            saved = {**saved, "standardize": False}
+            state_dict[prefix + "_extra_state"] = {**extra, "config": saved}
         if saved is not None:  # states saved before configurations were recorded have none
             self.learners.adopt_mode(saved.get("mode", self.learners.mode))
             window = saved.get("stall_window")

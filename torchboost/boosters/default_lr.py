@@ -1,12 +1,18 @@
-"""The learners' default learning rate: one rule for every booster that trains its learners on a
-regression or classification loss (SGB and its variants, StagewiseGB, SingleLearner, the
-multiclass boosters, and through them the scikit-learn and river estimators).
+"""The learners' default learning rate: one rule for every booster (SGB and its variants,
+ResidualSGB, OGB, ConvexHullOGB, StagewiseGB, SingleLearner, the multiclass boosters, a user's
+:class:`~torchboost.boosters.base.Booster` subclass, and through them the scikit-learn and river
+estimators).
 
-When the optimizer is Adam and no ``lr`` is given, weights with a fan-in up to
-:data:`DEFAULT_LR_FAN_IN` get :data:`DEFAULT_LR`, wider ones ``DEFAULT_LR · 64 / fan_in``
+When the optimizer is the default (schedule-free AdamW,
+:data:`~torchboost.learners.optimizers.DEFAULT_OPTIMIZER`) and no ``lr`` is given, weights with
+a fan-in up to :data:`DEFAULT_LR_FAN_IN` get :data:`DEFAULT_LR` after a linear warm-up of
+:data:`DEFAULT_WARMUP` rounds, wider ones ``DEFAULT_LR · 64 / fan_in``
 (:class:`~torchboost.learners.optimizers.OptimizerSpec`'s ``lr_fan_in``; μP's rule for Adam,
-Yang et al. 2022, Table 3). An explicit ``optimizer_kwargs={"lr": ...}`` is one rate for every
-parameter (add ``lr_fan_in=64`` to keep the rule).
+Yang et al. 2022, Table 3). No horizon enters: the rule holds for a stream of any length.
+``optimizer=torch.optim.Adam`` without an ``lr`` keeps the rule Adam had before schedule-free
+learners became the default (:data:`ADAM_LR` with the fan-in rule). An explicit
+``optimizer_kwargs={"lr": ...}`` is one rate for every parameter (add ``lr_fan_in=64`` to keep
+the rule).
 """
 
 from __future__ import annotations
@@ -15,17 +21,25 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEFAULT_LR", "DEFAULT_LR_FAN_IN", "NEWTON_OUTPUT_POWER", "newton_output_scale",
-           "with_default_lr"]
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 
-#: The learners' Adam learning rate when none is given, for weights with a fan-in up to
-#: :data:`DEFAULT_LR_FAN_IN` (wider ones get ``DEFAULT_LR · 64 / fan_in``). Chosen by
-#: ``experiments/defaults.py``: its coordinate-wise sweep of one rate for every parameter
-#: (``defaults.json``; 1e-4 … 3e-2, ``standardize=True``) ranked 3e-2 first over nine streams
-#: after one and three passes (torch's 1e-3: 1.7× worse in geometric mean), but no single rate
-#: came within 10 % of each stream's best; with the fan-in rule, 2e-2 does on all nine after one
-#: pass, over seeds (``--seeded``, ``seeded.json``).
-DEFAULT_LR = 2e-2
+__all__ = ["ADAM_LR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "DEFAULT_WARMUP", "NEWTON_OUTPUT_POWER",
+           "newton_output_scale", "with_default_lr"]
+
+#: The default (schedule-free) optimizer's rate when none is given, for weights with a fan-in up
+#: to :data:`DEFAULT_LR_FAN_IN`. Chosen by ``experiments/horizon_free.py`` on every stream of the
+#: repository after 1, 3 and 10 passes over seeds (its table is in the docs, "Defaults").
+DEFAULT_LR = 1e-1
+
+#: Rounds of linear warm-up of the default rate (schedule-free's ``warmup_steps``): the first
+#: rounds' steps are smaller while Adam's second moment is a one-batch estimate.
+DEFAULT_WARMUP = 0
+
+#: Adam's rate when ``optimizer=torch.optim.Adam`` is given without an ``lr`` (the default rule
+#: before schedule-free learners): chosen by ``experiments/defaults.py``'s coordinate-wise sweep
+#: (``defaults.json``; with the fan-in rule, 2e-2 came within 10 % of each stream's best rate on
+#: all nine streams after one pass, over seeds).
+ADAM_LR = 2e-2
 
 #: With the default rate (no ``lr`` given), weights wider than this fan-in get
 #: ``DEFAULT_LR · 64 / fan_in``: wide layers (MNIST's conv learners' 720-input head, adult's 108
@@ -50,14 +64,21 @@ def newton_output_scale(n_learners: int, step: float) -> float:
 
 
 def with_default_lr(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A booster's keyword arguments with the default rate filled in: for Adam (the default
-    optimizer) without an ``lr`` in ``optimizer_kwargs``, ``lr`` = :data:`DEFAULT_LR` and, unless
-    given, ``lr_fan_in`` = :data:`DEFAULT_LR_FAN_IN`; other optimizers keep their own defaults."""
-    if kwargs.get("optimizer", torch.optim.Adam) is not torch.optim.Adam:
+    """A booster's keyword arguments with the default rule filled in: for the default optimizer
+    (or no ``optimizer``) without an ``lr`` in ``optimizer_kwargs``, ``lr`` =
+    :data:`DEFAULT_LR`, ``warmup_steps`` = :data:`DEFAULT_WARMUP` and, unless given,
+    ``lr_fan_in`` = :data:`DEFAULT_LR_FAN_IN`; for Adam, ``lr`` = :data:`ADAM_LR` and the same
+    fan-in rule; other optimizers keep their own defaults."""
+    optimizer = kwargs.get("optimizer", DEFAULT_OPTIMIZER)
+    if optimizer is DEFAULT_OPTIMIZER:
+        rule = {"lr": DEFAULT_LR, "warmup_steps": DEFAULT_WARMUP}
+    elif optimizer is torch.optim.Adam:
+        rule = {"lr": ADAM_LR}
+    else:
         return kwargs
     given = dict(kwargs.get("optimizer_kwargs") or {})
     out = dict(kwargs)
-    if "lr" not in given:  # the default rate is a rule: 2e-2 up to fan-in 64
+    if "lr" not in given:  # the default rate is a rule: DEFAULT_LR up to fan-in 64
         out.setdefault("lr_fan_in", DEFAULT_LR_FAN_IN)
-    out["optimizer_kwargs"] = {"lr": DEFAULT_LR, **given}
+        out["optimizer_kwargs"] = {**rule, **given}
     return out

@@ -14,8 +14,7 @@ from torch import Tensor
 
 from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
-from torchboost.boosters.scaling import Standardizer
-from torchboost.params import flag, positive_float
+from torchboost.params import positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "GradientBoosting", "Targets"]
 
@@ -37,19 +36,16 @@ class GradientBoosting(Booster):
             edge γ = 1), ``½`` for Newton targets (:meth:`default_step`).
         targets: ``"gradient"`` (default) or ``"newton"``.
         hessian_floor: the floor of the Hessian weights of Newton targets.
-        standardize: scale-free training (:mod:`~torchboost.boosters.scaling`, default on).
         Other arguments: see :class:`~torchboost.boosters.base.Booster`; without
             ``optimizer_kwargs={"lr": ...}`` the learners follow the default rule
             (:mod:`~torchboost.boosters.default_lr`).
     """
 
-    config_keys = ("step", "targets", "hessian_floor", "standardize")
-
-    default_lr_rule = True
+    config_keys = ("step", "targets", "hessian_floor")
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  targets: Targets = "gradient", hessian_floor: float = DEFAULT_HESSIAN_FLOOR,
-                 standardize: bool = True, **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
         options = with_default_lr(kwargs)
         if (targets == "newton" and "lr" not in (kwargs.get("optimizer_kwargs") or {})
                 and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
@@ -58,9 +54,6 @@ class GradientBoosting(Booster):
             newton_step = 0.5 if step is None else positive_float("step", step)
             options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
         super().__init__(learners, loss, **options)
-        self.standardize = flag("standardize", standardize)
-        if self.standardize:
-            self.standardizer = Standardizer(targets=not self.loss.is_classifier)
         if targets not in ("gradient", "newton"):
             raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
         if targets == "newton" and not self.loss.has_hessian:
@@ -71,16 +64,6 @@ class GradientBoosting(Booster):
         if isinstance(step, str):
             raise ValueError(f"step must be a finite number > 0, got {step!r}")
         self.step = positive_float("step", self.default_step() if step is None else step)
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
-                              **kwargs: Any) -> None:
-        extra = state_dict.get(prefix + "_extra_state")
-        config = extra.get("config") if isinstance(extra, dict) else None
-        if isinstance(config, dict) and "standardize" not in config:
-            # saved before the option existed: trained on the data as given
-            state_dict[prefix + "_extra_state"] = {**extra,
-                                                   "config": {**config, "standardize": False}}
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _stall_hint(self) -> str:
         steps = self.steps(self.n_learners)

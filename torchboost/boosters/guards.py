@@ -14,10 +14,10 @@ One round (module docstring of :mod:`torchboost.boosters.base`) is checked four 
    still untouched;
 3. :func:`guard_step`, after the step: every parameter must be finite, and
 4. no learner's parameters may have moved by more than :data:`MAX_RELATIVE_UPDATE` times their
-   norm before the step (or 1): a finite but absurd step, such as SGD's with ``lr=1e30``.
-   Otherwise the stepped learners' parameters *and* their optimizers' states are restored from
-   copies taken just before the step, so the booster continues once the learning rate is
-   lowered.
+   norm before the round (or 1): a finite but absurd step, such as SGD's with ``lr=1e30``.
+   Otherwise the round's transaction restores the stepped learners' parameters *and* their
+   optimizers' states from its copies (:mod:`~torchboost.boosters.transaction`), so the booster
+   continues once the learning rate is lowered.
 
 Every booster runs its round through :meth:`Booster.learn
 <torchboost.boosters.base.Booster.learn>`, so these checks cover them all (SGB, ResidualSGB,
@@ -29,19 +29,18 @@ Proof instead of copies. For torch's Adam and AdamW (the default optimizer) the 
 entry's update is bounded before the step, whatever the gradients
 (:mod:`~torchboost.boosters.step_bound`: ``|Δθ| ≤ 14.5 · lr`` with the default betas). When
 that bound times the square root of a learner's entry count is within the cap of check 4, checks
-3 and 4 cannot fail, so they are skipped together with the copies they would restore from:
-a round then costs check 1, check 2's fused gradient norm and nothing per parameter beyond it.
-Any other optimizer, or an Adam whose ``lr`` is too large for the proof (e.g. ``lr=1e30``),
-takes the checked path below.
+3 and 4 cannot fail, so they are skipped: a round then costs check 1, check 2's fused gradient
+norm and nothing per parameter beyond it. Any other optimizer (schedule-free AdamW, the default,
+included), or an Adam whose ``lr`` is too large for the proof (e.g. ``lr=1e30``), takes the
+checked path below.
 
 Cost of the checked path. Each check is one fused pass and one host sync (a fused max-norm of
 the gradients; the NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan
-that names the culprit runs only after a failure. The pre-step copy is one flat ``torch.cat``
-of the parameters and one multi-tensor copy of the optimizer state.
+that names the culprit runs only after a failure. Check 4 measures the step from the round
+transaction's copies of the parameters, so the guards copy nothing themselves.
 
-Why a copy there: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's
-``lr·λ·w`` overflow for a large ``lr`` although every gradient is finite. The optimizer state is
-copied with one multi-tensor call (``torch._foreach_mul`` by 1).
+Why the checks there: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's
+``lr·λ·w`` overflow for a large ``lr`` although every gradient is finite.
 """
 
 from __future__ import annotations
@@ -115,21 +114,21 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
 
 
 @contextmanager
-def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[None]:
+def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) -> Iterator[None]:
     """Checks 2–4 around one step of all learners (``learners.step_outputs(...)``), or of
-    learner ``index`` alone (``mode='loop'``).
+    learner ``index`` alone (``mode='loop'``). ``before``: copies of the stepped parameters
+    taken before the round (the round's transaction keeps them; check 4 measures the step from
+    them, and the transaction restores the parameters and optimizer state when a check raises).
 
     The checks run as step hooks: before the first stepped optimizer steps (all gradients are
     ready) and after the last one has stepped; they are removed on exit. When the step is
-    proven safe beforehand (:func:`_proven_safe`), checks 3–4 and their copies are skipped.
+    proven safe beforehand (:func:`_proven_safe`), checks 3–4 are skipped.
     """
     stacked = learners.mode == "stacked"
     optimizers = learners.optimizers if index is None else [learners.optimizers[index]]
     first = 0 if index is None else index
     groups = [[p for group in opt.param_groups for p in group["params"]] for opt in optimizers]
     params = [p for group in groups for p in group]
-    backup: list[Tensor] = []  # one flat copy of the parameters, taken just before the step
-    saved_states: list[dict[Tensor, dict[str, Any]]] = []  # the optimizers' states, ditto
     proven: list[bool] = []  # whether the step was proven safe before it was taken
     vouched: list[torch.optim.Optimizer] = []  # Adams whose moments satisfy the invariant
 
@@ -144,31 +143,15 @@ def guard_step(learners: WeakLearners, index: int | None = None) -> Iterator[Non
         vouched[:] = [opt for opt, bound in zip(optimizers, bounds, strict=True)
                       if bound is not None and _MOMENTS.holds(opt)]
         proven[:] = [len(vouched) == len(optimizers) and _proven_safe(bounds, groups, stacked)]
-        if proven[0]:
-            return
-        with torch.no_grad():
-            backup[:] = [torch.cat([p.reshape(-1) for p in params])]
-        saved_states[:] = [_copy_state(opt) for opt in optimizers]
-
-    def restore() -> None:
-        with torch.no_grad():
-            for param, saved in zip(params, backup[0].split([p.numel() for p in params]),
-                                    strict=True):
-                param.copy_(saved.view_as(param))
-        for opt, state in zip(optimizers, saved_states, strict=True):
-            opt.state.clear()
-            opt.state.update(state)
 
     def after_step(*_: Any) -> None:
         if not proven[0]:
             if not _all_finite(params):
-                learner = first + _first_bad_learner(groups, stacked)
-                restore()
-                raise DivergenceError(learner, "the optimizer step made its parameters NaN or "
-                                               "inf (parameters and optimizer state restored)")
-            learner = _first_oversized_update(params, groups, backup[0], stacked)
+                raise DivergenceError(first + _first_bad_learner(groups, stacked),
+                                      "the optimizer step made its parameters NaN or inf "
+                                      "(parameters and optimizer state restored)")
+            learner = _first_oversized_update(params, groups, before, stacked)
             if learner is not None:
-                restore()
                 raise DivergenceError(first + learner, "the optimizer step changed its "
                                       f"parameters by more than {MAX_RELATIVE_UPDATE:g} times "
                                       "their norm (or 1) (parameters and optimizer state "
@@ -221,24 +204,8 @@ def _largest(dtype: torch.dtype) -> float:
 MAX_RELATIVE_UPDATE = 1e6
 
 
-def _copy_state(opt: torch.optim.Optimizer) -> dict[Tensor, dict[str, Any]]:
-    """A copy of ``opt.state`` (floating tensors copied in one multi-tensor call)."""
-    entries = [(p, dict(state)) for p, state in opt.state.items()]
-    floats = [(state, key) for _, state in entries for key, value in state.items()
-              if torch.is_tensor(value) and value.is_floating_point()]
-    if floats:
-        copies = torch._foreach_mul([state[key] for state, key in floats], 1.0)
-        for (state, key), value in zip(floats, copies, strict=True):
-            state[key] = value
-    for _, state in entries:
-        for key, value in state.items():
-            if torch.is_tensor(value) and not value.is_floating_point():
-                state[key] = value.clone()
-    return dict(entries)
-
-
-def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]], before: Tensor,
-                            stacked: bool) -> int | None:
+def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]],
+                            before: list[Tensor], stacked: bool) -> int | None:
     """Check 4: the first learner whose step exceeds :data:`MAX_RELATIVE_UPDATE` times its norm
     (or 1), ``None`` if there is none. Usually one fused pass: when the norm of the whole update
     is at most the cap, no learner's can exceed its own bound; only otherwise are the learners'
@@ -246,22 +213,21 @@ def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]], be
     if not params:
         return None
     with torch.no_grad():
-        sizes = [p.numel() for p in params]
-        befores = [b.view_as(p) for p, b in zip(params, before.split(sizes), strict=True)]
-        norms = torch._foreach_norm(torch._foreach_sub(params, befores))
+        steps = torch._foreach_sub(params, before)
+        norms = torch._foreach_norm(steps)
         if bool(torch.linalg.vector_norm(torch.stack(norms)) <= MAX_RELATIVE_UPDATE):
             return None  # the whole update is within every learner's bound (each is >= the cap)
-        after = torch.cat([p.reshape(-1) for p in params])
         if stacked:  # learner i is row i of every stacked tensor
             rows = params[0].shape[0]
-            old = torch.stack([t.view(rows, -1).square().sum(1) for t in before.split(sizes)])
-            new = torch.stack([t.view(rows, -1).square().sum(1)
-                               for t in (after - before).split(sizes)])
-            old, new = old.sum(0), new.sum(0)
+            old = sum(t.reshape(rows, -1).square().sum(1) for t in before)
+            new = sum(t.reshape(rows, -1).square().sum(1) for t in steps)
         else:  # learner i owns group i
-            counts = [sum(p.numel() for p in group) for group in groups]
-            old = torch.stack([t.square().sum() for t in before.split(counts)])
-            new = torch.stack([t.square().sum() for t in (after - before).split(counts)])
+            owner = [i for i, group in enumerate(groups) for _ in group]
+            old = torch.zeros(len(groups), dtype=torch.float64, device=params[0].device)
+            new = torch.zeros_like(old)
+            for i, b, d in zip(owner, before, steps, strict=True):
+                old[i] += b.double().square().sum()
+                new[i] += d.double().square().sum()
         limit = MAX_RELATIVE_UPDATE * old.clamp_min(1.0).sqrt()
         bad = (new.sqrt() > limit).nonzero()
     return int(bad[0]) if len(bad) else None

@@ -11,10 +11,16 @@ from torch import Tensor, nn
 
 from torchboost.boosters.base import Booster
 from torchboost.learners import BoundedOutput, WeakLearners
+from torchboost.losses import get_loss
 
-__all__ = ["LearnerObjective", "OnlineLinearBooster"]
+__all__ = ["STANDARDIZED_BOUND", "LearnerObjective", "OnlineLinearBooster"]
 
 LearnerObjective = Literal["linear", "greedy"]
+
+
+#: The default bound ``D`` when regression labels are standardised (unit variance): three
+#: standard deviations, where the papers' raw labels lie in ``[−1, 1]``.
+STANDARDIZED_BOUND = 3.0
 
 
 class OnlineLinearBooster(Booster):
@@ -28,15 +34,20 @@ class OnlineLinearBooster(Booster):
     Args:
         bound: ``D``, the bound on ``‖A_i(x)‖``. Learners given as a factory or a list are wrapped
             in :class:`~torchboost.learners.BoundedOutput` (``D·tanh``) unless
-            ``bound_outputs=False``; a ready :class:`WeakLearners` is used as it is.
+            ``bound_outputs=False``; a ready :class:`WeakLearners` is used as it is. Default
+            1 (the papers' labels in ``[−1, 1]``), or :data:`STANDARDIZED_BOUND` for a
+            regression loss whose labels are standardised (``standardize=True``, the default).
         objective: ``"linear"`` (the paper's analysis) or ``"greedy"`` (Sec. 4.1).
     """
 
     config_keys = ("bound", "objective")
 
-    def __init__(self, learners: Any, loss: Any = "squared", *, bound: float = 1.0,
+    def __init__(self, learners: Any, loss: Any = "squared", *, bound: float | None = None,
                  objective: LearnerObjective = "linear", bound_outputs: bool = True,
                  **kwargs: Any) -> None:
+        if bound is None:  # standardised labels have unit variance: cover three deviations
+            scaled = kwargs.get("standardize", True) and not get_loss(loss).is_classifier
+            bound = STANDARDIZED_BOUND if scaled else 1.0
         if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
             raise ValueError(f"bound D must be a finite number > 0, got {bound!r}")
         if objective not in ("linear", "greedy"):

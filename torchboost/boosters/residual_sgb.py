@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
+from torchboost.boosters.scaling import Standardizer
 from torchboost.projections import Projection
 
 __all__ = ["ResidualSGB"]
@@ -29,6 +30,7 @@ class ResidualSGB(Booster):
     Args:
         domain: the projection ``Π_Y`` (:class:`~torchboost.projections.Box` or
             :class:`~torchboost.projections.Ball`); ``None`` means ``Y = R^m`` (no projection).
+            ``Y`` is in the labels' units, so with a domain only the features are standardised.
         step: ``None`` for Thm. 5.2's schedule ``η_i = 1 / (λ i)``, or a constant step.
         strong_convexity: the ``λ`` of that schedule; defaults to the loss's modulus, or 1 for
             losses that are not strongly convex (hinge, L1), where ``λ`` is a tuning parameter.
@@ -43,6 +45,9 @@ class ResidualSGB(Booster):
                  domain: Projection | None = None, step: float | None = None,
                  strong_convexity: float | None = None, **kwargs: Any) -> None:
         super().__init__(learners, loss, **kwargs)
+        if domain is not None and self.standardizer is not None:
+            # the domain Y is in the labels' units: standardise the features alone
+            self.standardizer = Standardizer(targets=False)
         lam = strong_convexity if strong_convexity is not None else (
             self.loss.strong_convexity or 1.0)
         if not (math.isfinite(lam) and lam > 0):

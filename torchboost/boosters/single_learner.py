@@ -38,8 +38,6 @@ class SingleLearner(Booster):
         (3, 24)
     """
 
-    default_lr_rule = True
-
     config_keys = ("prediction_units",)
 
     def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,

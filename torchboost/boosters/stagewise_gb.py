@@ -14,7 +14,7 @@ from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.gradient_boosting import GradientBoosting
 from torchboost.learners import WeakLearners
-from torchboost.learners.optimizers import FUSED_OPTIMIZERS
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, FUSED_OPTIMIZERS
 
 __all__ = ["StagewiseGB"]
 
@@ -62,7 +62,7 @@ class StagewiseGB(GradientBoosting):
         kwargs.setdefault("lr_output_scale", 1.0)
         if not isinstance(learners, WeakLearners):
             kwargs["optimizer_kwargs"] = _fused_by_default(
-                kwargs.get("optimizer", torch.optim.Adam), kwargs.get("optimizer_kwargs"))
+                kwargs.get("optimizer", DEFAULT_OPTIMIZER), kwargs.get("optimizer_kwargs"))
         super().__init__(learners, loss, **kwargs)
         self.register_buffer("stage", torch.zeros((), dtype=torch.long))
         #: the frozen learners, evaluated stacked when they can be (``frozen_prefix.problem``: why
@@ -70,8 +70,8 @@ class StagewiseGB(GradientBoosting):
         self.frozen_prefix = FrozenPrefix(self.learners)
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
-        """The current stage's learner alone, after the frozen earlier stages: one Adam step of
-        it on this batch (through the shared round of :meth:`Booster.learn`, guards included);
+        """The current stage's learner alone, after the frozen earlier stages: one optimizer step
+        of it on this batch (through the shared round of :meth:`Booster.learn`, guards included);
         the prediction is the one before the step."""
         i = int(self.stage)
         with torch.no_grad():
@@ -82,6 +82,10 @@ class StagewiseGB(GradientBoosting):
         target, weights = self.learner_objective(h[-1:], partials[-2:], z)
         return Round(output.unsqueeze(0), h[-1:], partials[-2:], partials[-1], target, weights,
                      first=i, index=i)
+
+    def stepping_learner(self) -> int:
+        """The current stage's learner."""
+        return int(self.stage)
 
     @property
     def prediction_learners(self) -> int:

@@ -3,14 +3,24 @@
 :meth:`Booster.learn <torchboost.boosters.base.Booster.learn>` runs its round inside
 ``with booster._transaction(booster) as round_:``. On entry the transaction copies every buffer
 of the booster and its submodules (σ, running sums, the stall monitor's, BatchNorm statistics,
-the standardiser's) and the state of the booster's random generator (``booster.generator``, where
-it has one). Inside, the learners step through :meth:`RoundTransaction.step`, guarded by
+the standardiser's), the state of the booster's random generator (``booster.generator``, where
+it has one) and, for the learners the round trains (:meth:`Booster.stepping_learner
+<torchboost.boosters.base.Booster.stepping_learner>`), their parameters, optimizer state and
+parameter-group settings (:class:`LearnerSnapshot`: one multi-tensor copy into tensors kept from
+round to round). Inside, the learners step through :meth:`RoundTransaction.step`, guarded by
 :func:`~torchboost.boosters.guards.guard_step` (a non-finite or absurd step raises
-:class:`~torchboost.boosters.guards.DivergenceError` and puts the stepped learners' parameters
-and optimizer state back), and what may only happen once the round has succeeded is registered
-with :meth:`RoundTransaction.on_commit` (the standardiser's new statistics, the learning-rate
-schedules' step). If anything raises, the buffers and the generator are restored and nothing is
-committed; otherwise the commits run, in order.
+:class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once the round
+has succeeded is registered with :meth:`RoundTransaction.on_commit` (the standardiser's new
+statistics, the learning-rate schedules' step). If anything raises — a guard, a learner, a hook,
+``KeyboardInterrupt`` — the buffers, the generator and the learners are restored bitwise
+(schedule-free learners at their averaged weights, :mod:`~torchboost.learners.averaging`) and
+nothing is committed; otherwise the commits run, in order.
+
+The learners' copy costs one pass over their parameters and optimizer state per round (Adam:
+one more ATen operation than before it, ``benchmarks/round_ops.py``); it replaced the guards'
+own copies (a ``torch.cat`` of the parameters and a copy of the optimizer state for every step
+that no bound proves safe), so the default schedule-free round costs 1.08-1.09× an Adam round
+at N = 8 and 64 stacked and less in loop mode (``benchmarks/round_cost.py``).
 
 So a booster's own state must live in buffers (or learner parameters): plain Python attributes
 are not restored, and not saved by ``state_dict`` either
@@ -47,7 +57,7 @@ from torchboost.boosters.guards import guard_step
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
-__all__ = ["RoundSnapshot", "RoundTransaction", "Snapshot"]
+__all__ = ["LearnerSnapshot", "RoundSnapshot", "RoundTransaction", "Snapshot"]
 
 #: the buffers and their copies
 Snapshot = tuple[list[Tensor], list[Tensor]]
@@ -123,12 +133,71 @@ class RoundSnapshot:
         self._shapes = list(map(_shape, self._buffers))
 
 
+#: the saved learners: their stepped optimizers, each one's state entries (shallow) and
+#: parameter-group settings, and every tensor with its copy
+LearnerState = tuple[list[torch.optim.Optimizer], list[dict[Tensor, dict[str, Any]]],
+                     list[list[dict[str, Any]]], list[Tensor], list[Tensor]]
+
+
+class LearnerSnapshot:
+    """Copies of what a round's step changes in the learners it trains: their parameters, their
+    optimizers' state tensors (Adam's moments, schedule-free's ``z``, step counts) and
+    parameter-group settings (schedule-free's averaging scalars and train/eval flag), taken by
+    :meth:`take` in one multi-tensor copy into tensors kept from round to round, put back by
+    :meth:`restore` (module docstring)."""
+
+    def __init__(self) -> None:
+        self._copies: list[Tensor] = []
+        self._layout: list[tuple[torch.Size, torch.dtype, torch.device]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # a copy allocates its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def take(self, learners: WeakLearners, index: int | None) -> LearnerState:
+        """Copy the state of every optimizer of ``learners`` (or of learner ``index``'s alone)
+        and of the parameters it steps."""
+        optimizers = learners.optimizers
+        if index is not None and len(optimizers) > 1:
+            optimizers = [optimizers[index]]
+        states = [{p: dict(entry) for p, entry in opt.state.items()} for opt in optimizers]
+        groups = [[{k: v for k, v in group.items() if k != "params"}
+                   for group in opt.param_groups] for opt in optimizers]
+        tensors = [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
+        tensors += [v for state in states for entry in state.values() for v in entry.values()
+                    if torch.is_tensor(v)]
+        layout = [(t.shape, t.dtype, t.device) for t in tensors]
+        if layout != self._layout:
+            self._copies = [torch.empty_like(t) for t in tensors]
+            self._layout = layout
+        with torch.no_grad():
+            torch._foreach_copy_(self._copies, tensors)
+        return optimizers, states, groups, tensors, self._copies
+
+    @staticmethod
+    def restore(saved: LearnerState) -> None:
+        """Put the parameters, optimizer states and group settings of :meth:`take` back."""
+        optimizers, states, groups, tensors, copies = saved
+        with torch.no_grad():
+            torch._foreach_copy_(tensors, copies)
+        for opt, state, settings in zip(optimizers, states, groups, strict=True):
+            opt.state.clear()
+            opt.state.update({p: dict(entry) for p, entry in state.items()})
+            for group, saved_group in zip(opt.param_groups, settings, strict=True):
+                group.update(saved_group)
+
+
 class RoundTransaction:
     """A booster's rounds, each all or nothing (module docstring). One per booster: it keeps
     the buffer copies (:class:`RoundSnapshot`) from round to round."""
 
     def __init__(self) -> None:
         self._snapshot = RoundSnapshot()
+        self._learners = LearnerSnapshot()
+        #: the learners as they were before the current round (:meth:`LearnerSnapshot.take`)
+        self._saved: LearnerState = ([], [], [], [], [])
         self._commits: list[Callable[[], None]] = []
 
     def __getstate__(self) -> dict[str, Any]:
@@ -144,11 +213,13 @@ class RoundTransaction:
         generator = vars(booster).get("generator")  # a plain attribute (no Module lookup miss)
         state = generator.get_state() if isinstance(generator, torch.Generator) else None
         saved = self._snapshot.take(booster)
+        self._saved = self._learners.take(booster.learners, booster.stepping_learner())
         self._commits = []
         try:
             yield self
         except BaseException:
             RoundSnapshot.restore(saved)
+            LearnerSnapshot.restore(self._saved)
             if state is not None:
                 generator.set_state(state)
             raise
@@ -159,10 +230,11 @@ class RoundTransaction:
         """Run ``action`` once the round has succeeded (never if it raises)."""
         self._commits.append(action)
 
-    @staticmethod
-    def step(learners: WeakLearners, outputs: Tensor, output_grad: Tensor, index: int | None,
-             sync: Synchronizer | None) -> None:
+    def step(self, learners: WeakLearners, outputs: Tensor, output_grad: Tensor,
+             index: int | None, sync: Synchronizer | None) -> None:
         """The learners' optimizer step (all of them, or learner ``index``) on the gradient of
-        their losses with respect to their ``outputs``, guarded (module docstring)."""
-        with guard_step(learners, index):  # non-finite/absurd steps: raises, restored
+        their losses with respect to their ``outputs``, guarded (module docstring): a
+        non-finite or absurd step raises, and the transaction restores the learners."""
+        params = sum(len(group["params"]) for opt in self._saved[0] for group in opt.param_groups)
+        with guard_step(learners, index, self._saved[4][:params]):
             learners.step_outputs(outputs, output_grad, index=index, sync=sync)

@@ -144,12 +144,13 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     ``schedules`` (none: a constant rate), and the methods skipped with the reason (Newton
     targets for a loss without a Hessian)."""
     n = config.n_learners
+    # the SGB paper's setting: Adam (the learners' default is schedule-free, horizon-free
+    # learning; experiments/horizon_free.py compares the two), on data standardised above for
+    # every method alike, which the models take as given, not through running statistics
     common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
+                              "optimizer": torch.optim.Adam,
                               "optimizer_kwargs": {"lr": config.lr if lr is None else lr},
-                              "lr_fan_in": config.lr_fan_in}
-    # the data are standardised above, as for the single learners: the boosters take them as
-    # given (the paper's Alg. 1), not through their own running statistics
-    boosted = {**common, "standardize": False}
+                              "lr_fan_in": config.lr_fan_in, "standardize": False}
     hessian = get_loss(config.loss).has_hessian
     schedules = schedules or {}
 
@@ -157,8 +158,7 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
         inputs = MethodInputs(
             config, config.learner.factory(data.dataset, config.n_outputs),
             config.learner.widened(n).factory(data.dataset, config.n_outputs),
-            config.learner.wide_prediction_units(n), common, boosted, schedules.get(name),
-            hessian)
+            config.learner.wide_prediction_units(n), common, schedules.get(name), hessian)
         return lambda: METHODS[name].build(inputs)
 
     skipped = {name: f"{config.loss} loss has no Hessian (no Newton targets)"

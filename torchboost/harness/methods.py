@@ -25,8 +25,8 @@ __all__ = ["METHODS", "MethodInputs", "MethodSpec", "register_method", "streamin
 @dataclass(frozen=True)
 class MethodInputs:
     """What a method's builder gets: the configuration's learner factory (and the widened one),
-    the options every method shares (``common``: outputs, ``y0``, the rate, the fan-in rule), the
-    boosters' (``boosted``: ``common`` on data standardised beforehand), its schedule, and
+    the options every method shares (``common``: outputs, ``y0``, the optimizer and its rate,
+    the fan-in rule, ``standardize=False`` on data standardised beforehand), its schedule, and
     whether the loss has a Hessian."""
 
     config: Any
@@ -34,7 +34,6 @@ class MethodInputs:
     wide_factory: Callable[[], Any]
     wide_units: int
     common: dict[str, Any]
-    boosted: dict[str, Any]
     schedule: LRSchedulerFactory | None
     hessian: bool
 
@@ -68,7 +67,7 @@ def streaming_variants() -> tuple[str, ...]:
 def _sgb(i: MethodInputs, **options: Any) -> SGB:
     n, loss = i.config.n_learners, i.config.loss
     return SGB(i.factory, loss, n_learners=n, lr_scheduler=i.schedule,
-               **{"step": i.config.step, **options}, **i.boosted)
+               **{"step": i.config.step, **options}, **i.common)
 
 
 register_method(MethodSpec("base", "single", lambda i: SingleLearner(
@@ -78,7 +77,7 @@ register_method(MethodSpec("wide", "single", lambda i: SingleLearner(
     **i.common)))
 register_method(MethodSpec("GB", "stagewise", lambda i: StagewiseGB(
     i.factory, i.config.loss, n_learners=i.config.n_learners, step=i.config.step,
-    lr_scheduler=i.schedule, **i.boosted)))
+    lr_scheduler=i.schedule, **i.common)))
 # the SGB paper: gradient targets, a fixed step
 register_method(MethodSpec("SGB", "streaming", _sgb))
 register_method(MethodSpec("SGB_newton", "streaming",

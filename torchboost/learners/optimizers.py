@@ -8,14 +8,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import schedulefree
 import torch
 from torch import Tensor
 
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.prodigy import Prodigy
 
-__all__ = ["ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS", "PER_LEARNER_OPTIMIZERS", "OptimizerSpec",
-           "output_layer_size"]
+__all__ = ["DEFAULT_OPTIMIZER", "ELEMENTWISE_OPTIMIZERS", "FUSED_OPTIMIZERS",
+           "PER_LEARNER_OPTIMIZERS", "OptimizerSpec", "output_layer_size"]
+
+#: The learners' optimizer when none is given: schedule-free AdamW (Defazio et al., "The Road
+#: Less Scheduled", NeurIPS 2024), from the ``schedulefree`` package. It keeps Adam's second
+#: moment per entry and replaces the learning-rate schedule by an average of the iterates, so it
+#: needs no horizon: a stream may stop anywhere (:mod:`~torchboost.learners.averaging` says which
+#: weights predict). Its rate rule is :mod:`~torchboost.boosters.default_lr`'s.
+DEFAULT_OPTIMIZER: type[torch.optim.Optimizer] = schedulefree.AdamWScheduleFree
 
 #: Optimizers whose update of a parameter entry depends only on that entry's own gradient history
 #: (plus a shared step count). Running one of them over N stacked learners is therefore exactly N
@@ -30,6 +38,11 @@ ELEMENTWISE_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
     torch.optim.RMSprop,
     torch.optim.Adagrad,
     COCOBBackprop,
+    # schedule-free: elementwise given the averaging scalars (k, the sum of weights, the largest
+    # rate), which are per parameter group and equal for learners that step in lockstep
+    schedulefree.AdamWScheduleFree,
+    schedulefree.SGDScheduleFree,
+    schedulefree.RAdamScheduleFree,
 )
 
 #: Optimizers that keep a few sums over a whole learner (Prodigy's learning-rate estimate) and
@@ -48,7 +61,8 @@ FUSED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """An optimizer class and its keyword arguments (Adam with torch's defaults by default).
+    """An optimizer class and its keyword arguments (:data:`DEFAULT_OPTIMIZER` with its own
+    defaults by default).
 
     ``lr_fan_in`` (``None``: off) scales the learning rate of every weight with a fan-in above
     it: a weight of shape ``(out, in, *kernel)`` with ``fan_in = in · prod(kernel)`` gets
@@ -68,7 +82,7 @@ class OptimizerSpec:
     (:mod:`~torchboost.boosters.default_lr`).
     """
 
-    cls: type[torch.optim.Optimizer] = torch.optim.Adam
+    cls: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER
     kwargs: dict[str, Any] = field(default_factory=dict)
     lr_fan_in: float | None = None
     output_scale: float = 1.0

@@ -1,5 +1,11 @@
 """Learning-rate schedules of the weak learners' optimizers, stepped once per boosting round.
 
+The default learners need none: schedule-free AdamW averages its iterates instead
+(:mod:`~torchboost.learners.averaging`), with no horizon, and measured as well as or better
+than Adam under a cosine that knows the end on most of the repository's streams
+(``experiments/horizon_free.py``). Schedules are for the other optimizers (``optimizer=
+torch.optim.Adam``, to reproduce a paper's setting, or to compare).
+
 Every booster takes ``lr_scheduler=``: a factory ``optimizer -> LRScheduler``, called once for
 each of the learners' optimizers (one in stacked mode, one per learner in loop mode, so the two
 modes follow the same schedule). Any ``torch.optim.lr_scheduler`` class works, for example::
@@ -96,11 +102,11 @@ def cosine_schedule(rounds: int, *, warmup: int = 0, final: float = 0.0) -> LRSc
     Examples:
         >>> import torch
         >>> from torchboost import SGB
-        >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2,
+        >>> booster = SGB(lambda: torch.nn.Linear(2, 1), n_learners=2, optimizer=torch.optim.Adam,
         ...               lr_scheduler=cosine_schedule(5, warmup=2))
         >>> x, y = torch.randn(8, 2), torch.randn(8)
         >>> rates = []
-        >>> for _ in range(6):  # the rate each round learns with, as a fraction of 2e-2
+        >>> for _ in range(6):  # the rate each round learns with, as a fraction of Adam's 2e-2
         ...     rates.append(booster.learners.optimizers[0].param_groups[0]["lr"] / 2e-2)
         ...     _ = booster.learn(x, y)
         >>> [round(r, 3) for r in rates]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from torchboost.distributed import Synchronizer
+from torchboost.learners.averaging import is_schedule_free, learning_point
 from torchboost.learners.loop import LoopEngine
-from torchboost.learners.optimizers import OptimizerSpec, output_layer_size
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
 
@@ -24,7 +25,9 @@ LearnerSource = Callable[[], nn.Module] | Sequence[nn.Module]
 
 
 class WeakLearners(nn.Module):
-    """N weak learners ``h_1..h_N``, each trained by its own optimizer (Adam by default).
+    """N weak learners ``h_1..h_N``, each trained by its own optimizer (schedule-free AdamW by
+    default: at rest the parameters hold its averaged weights, :meth:`learning_point` switches
+    them to where it learns; :mod:`~torchboost.learners.averaging`).
 
     Args:
         learners: a factory ``lambda: nn.Module`` (called ``n_learners`` times, in order, so the
@@ -67,7 +70,7 @@ class WeakLearners(nn.Module):
         self,
         learners: LearnerSource,
         n_learners: int | None = None,
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: Mode = "auto",
         compile: bool = False,
@@ -118,8 +121,7 @@ class WeakLearners(nn.Module):
         k = self.n_learners if n_learners is None else n_learners
         if not 1 <= k <= self.n_learners:
             raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
-        if self._probe_pending:
-            self._probe(x)
+        self.probe(x)
         out = self.engine(x, k)
         if isinstance(out, list):
             for i, one in enumerate(out):
@@ -139,6 +141,13 @@ class WeakLearners(nn.Module):
         out = self.engine.forward_one(index, x)
         _check_output(out, index)
         return out.unsqueeze(-1) if out.ndim == 1 else out
+
+    def probe(self, x: Tensor) -> None:
+        """Settle ``mode="auto"`` on the first input (:meth:`_probe`); nothing once settled.
+        Boosters call it before a round starts, so that a fall-back to the loop never rebuilds
+        the optimizers inside a round."""
+        if self._probe_pending:
+            self._probe(x)
 
     def _probe(self, x: Tensor) -> None:
         """``mode="auto"`` chose the stacked path from the modules' structure; whether they run
@@ -175,7 +184,7 @@ class WeakLearners(nn.Module):
 
     def _fall_back(self, reason: str | None) -> None:
         """Rebuild the stacked learners as a loop (``reason``: warn with it)."""
-        if any(opt.state for opt in self.engine.optimizers):
+        if any(state for opt in self.engine.optimizers for state in opt.state.values()):
             raise ValueError(f"the learners cannot run stacked ({reason}) and their optimizer "
                              "state is not empty; build the booster with mode='loop'")
         training = self.training
@@ -234,9 +243,18 @@ class WeakLearners(nn.Module):
             if self.engine is not engine:  # the auto-mode probe rebuilt the learners as a loop
                 self.train(modes[0])
 
+    def learning_point(self, index: int | None = None) -> AbstractContextManager[None]:
+        """Inside the block, the schedule-free learners (all of them, or learner ``index``'s
+        optimizer alone) hold their learning point; they hold their averaged weights again
+        after a normal exit (:func:`~torchboost.learners.averaging.learning_point`)."""
+        optimizers = self.engine.optimizers
+        return learning_point(optimizers if index is None or len(optimizers) == 1
+                              else [optimizers[index]])
+
     def step(self, loss: Tensor, index: int | None = None) -> None:
         """Back-propagate ``loss`` (a scalar summing the learners' own losses) and step the
         optimizers: every learner's, or only learner ``index``'s (``mode='loop'`` only)."""
+        self._check_learning_point(index)
         self._zero_grad(index)
         loss.backward()
         self.engine.optimizer_step(index)
@@ -247,6 +265,7 @@ class WeakLearners(nn.Module):
         returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``.
         With ``sync``, the parameter gradients are summed over the data-parallel replicas (one
         coalesced all-reduce) before the optimizers step."""
+        self._check_learning_point(index)
         self._zero_grad(index)
         outputs.backward(output_grad)
         if sync is not None:
@@ -262,6 +281,16 @@ class WeakLearners(nn.Module):
             return
         for scheduler in self.schedulers if index is None else [self.schedulers[index]]:
             scheduler.step()
+
+    def _check_learning_point(self, index: int | None) -> None:
+        """A schedule-free optimizer steps only from its learning point (its train mode)."""
+        optimizers = self.engine.optimizers
+        for opt in optimizers if index is None or len(optimizers) == 1 else [optimizers[index]]:
+            if is_schedule_free(opt) and not opt.param_groups[0]["train_mode"]:
+                raise ValueError("the learners' schedule-free optimizers hold their averaged "
+                                 "weights (what predictions use): run the learners' forward "
+                                 "and step inside `with learners.learning_point(): ...` "
+                                 "(a booster's learn() does this itself)")
 
     def _zero_grad(self, index: int | None) -> None:
         """Clear the gradients before a step: every learner's, or in ``mode='loop'`` only those

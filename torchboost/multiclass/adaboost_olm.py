@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster, StateUpdates
 from torchboost.multiclass.cost_matrices import SurrogateCost, get_surrogate
@@ -76,17 +77,19 @@ class AdaboostOLM(MulticlassBooster):
         state_updates: StateUpdates = "sequential",
         prediction: PredictionRule = "argmax",
         training: TrainingRule = "weighted",
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        standardize: bool = True,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates=state_updates, optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
-                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
+                         standardize=standardize)
         if hedge not in ("random", "top"):
             raise ValueError(f"hedge must be 'random' or 'top', got {hedge!r}")
         self.loss_fn = get_surrogate(loss)

@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster, Round
-from torchboost.boosters.default_lr import with_default_lr
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.voting import cumulative_votes
 from torchboost.multiclass.weak_classifiers import (
@@ -74,9 +74,9 @@ class MulticlassBooster(Booster):
         training: ``"weighted"`` cross-entropy step or the ``"sampling"`` variant
             (:func:`~torchboost.multiclass.weak_classifiers.importance_targets`).
         state_updates: ``"sequential"`` or ``"batch"`` (module docstring, "Mini-batches").
-        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_scheduler: passed to
-            :class:`WeakLearners`; without an ``lr``, Adam follows the boosters' default rule
-            (:mod:`~torchboost.boosters.default_lr`).
+        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_scheduler, standardize: as for every
+            :class:`~torchboost.boosters.base.Booster` (schedule-free learners at the default
+            rule, features standardised on the fly, by default).
         seed: seeds the generator of every random choice (ties, Hedge, sampling, Poisson).
     """
 
@@ -87,8 +87,6 @@ class MulticlassBooster(Booster):
     stall_metric = "error"
     config_keys = ("n_classes", "prediction", "training_rule", "state_updates")
 
-    default_lr_rule = True
-
     def __init__(
         self,
         learners: LearnerSource | WeakLearners,
@@ -98,12 +96,13 @@ class MulticlassBooster(Booster):
         prediction: PredictionRule = "argmax",
         training: TrainingRule = "weighted",
         state_updates: StateUpdates = "sequential",
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        standardize: bool = True,
     ) -> None:
         if not (isinstance(n_classes, int) and n_classes >= 2):
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
@@ -113,11 +112,11 @@ class MulticlassBooster(Booster):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         options = {"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs, "mode": mode,
-                   "lr_scheduler": lr_scheduler}
+                   "lr_scheduler": lr_scheduler, "standardize": standardize}
         if lr_fan_in is not None:
             options["lr_fan_in"] = lr_fan_in
         super().__init__(learners, "softmax", n_learners=n_learners, n_outputs=n_classes,
-                         y0=0.0, **with_default_lr(options))
+                         y0=0.0, **options)
         self.n_classes = n_classes
         self.prediction: PredictionRule = prediction
         #: the ``training`` rule (not ``self.training``: that is ``nn.Module``'s train/eval flag)
@@ -231,6 +230,8 @@ class MulticlassBooster(Booster):
     def votes(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         """The final vote ``s^n`` ``(B, k)`` of the first ``n_learners`` learners."""
         x = self._check_features(x)
+        if self.standardizer is not None:
+            x = self.standardizer.inputs(x)
         with self.learners.evaluating():
             h = self._learner_outputs(x, n_learners)
         return self.combine(self.partial_sums(h, self.initial_prediction(x)))

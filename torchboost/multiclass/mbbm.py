@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster
 from torchboost.multiclass.cost_matrices import mbbm_cost_matrix
@@ -86,17 +87,19 @@ class OnlineMBBM(MulticlassBooster):
         weight_bound: float | None = None,
         prediction: PredictionRule = "argmax",
         training: TrainingRule = "weighted",
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        standardize: bool = True,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates="batch", optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
-                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
+                         standardize=standardize)
         if isinstance(potentials, Potentials):
             if potentials.n_classes != n_classes:
                 raise ValueError(f"the potentials are for {potentials.n_classes} classes, the "

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from torchboost.learners import LearnerSource, WeakLearners
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.multiclass.base import MulticlassBooster, StateUpdates
 from torchboost.multiclass.voting import argmax_random_ties
@@ -63,17 +64,19 @@ class OzaBoost(MulticlassBooster):
         n_learners: int | None = None,
         state_updates: StateUpdates = "sequential",
         training: TrainingRule = "weighted",
-        optimizer: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer: type[torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         optimizer_kwargs: dict[str, Any] | None = None,
         mode: str = "auto",
         seed: int = 0,
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
+        standardize: bool = True,
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction="argmax",
                          training=training, state_updates=state_updates, optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
-                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler)
+                         lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
+                         standardize=standardize)
         self.register_buffer("lambda_correct", torch.zeros(self.n_learners, dtype=torch.float64))
         self.register_buffer("lambda_wrong", torch.zeros(self.n_learners, dtype=torch.float64))
 

@@ -1,0 +1,229 @@
+"""Streams have no end: the default (schedule-free) learners against Adam's tuned schedules.
+
+    OMP_NUM_THREADS=1 python experiments/horizon_free.py                 # ~15 min on 2 cores
+    python experiments/horizon_free.py --streams abalone pol --seeds 2 --workers 1
+    python experiments/horizon_free.py --replot                         # figure from the JSON
+
+Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
+``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as
+in ``experiments/defaults.py``) is fed to ``SGB`` with N = 8 learners of the stream's kind
+(:data:`~torchboost.harness.DATASETS`), ``standardize`` on, batch 32 (64 for MNIST), for 10
+passes in a seeded random order; the held-out metric (test MSE, error rate) is read after
+passes 1, 3 and 10. Methods:
+
+* ``sf_<lr>_w<warm-up>``: schedule-free AdamW (the default optimizer) at each rate of
+  :data:`SF_RATES` with the fan-in rule, after a linear warm-up of each length in
+  :data:`SF_WARMUPS` rounds: no schedule, no horizon, one run read after 1, 3 and 10 passes.
+  These chose the default rule (:mod:`~torchboost.boosters.default_lr`).
+* ``adam_<lr>``: Adam at the constant rates of :data:`ADAM_RATES` with the fan-in rule;
+  ``adam_2e-02`` is the constant default before schedule-free learners.
+* ``adam_decay``: Adam at 2e-2 with the open-ended :func:`~torchboost.decay_schedule` (300).
+* ``adam_cosine``: Adam at 2e-2 with a cosine decay over exactly 1, 3 or 10 passes, the
+  horizon given by hand (three runs, each read at its end).
+
+Each cell is run for ``--seeds`` seeds (learner initialisation and order). Writes
+``experiments/results/horizon_free/results.json`` (every run), ``summary.json`` (per stream
+and pass count: every method's mean and standard deviation over seeds, the best of Adam's
+tuned baselines, each schedule-free rate's ratio to it, the checks of the issue) and
+``horizon_free.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from defaults import load
+
+from torchboost import SGB, cosine_schedule, decay_schedule
+from torchboost.boosters.default_lr import DEFAULT_LR_FAN_IN
+from torchboost.harness.plotting import save_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "experiments" / "results" / "horizon_free"
+
+STREAMS = ("abalone", "adult", "pol", "kin40k", "protein", "keggundirected", "mnist")
+PASSES = (1, 3, 10)
+SF_RATES = (1e-2, 2e-2, 5e-2, 1e-1, 2e-1)
+SF_WARMUPS = (0, 100)
+ADAM_RATES = (6.7e-3, 2e-2, 6e-2)
+ADAM_LR = 2e-2
+N_LEARNERS = 8
+
+
+def methods() -> list[dict[str, Any]]:
+    """Every method's settings: a name, the SGB keyword arguments' recipe, the passes it runs
+    and the passes it is read at."""
+    out: list[dict[str, Any]] = []
+    for lr in SF_RATES:
+        for warmup in SF_WARMUPS:
+            out.append({"method": f"sf_{lr:.0e}_w{warmup}", "optimizer": "sf", "lr": lr,
+                        "warmup": warmup, "passes": max(PASSES), "read": list(PASSES)})
+    for lr in ADAM_RATES:
+        out.append({"method": f"adam_{lr:.0e}", "optimizer": "adam", "lr": lr,
+                    "passes": max(PASSES), "read": list(PASSES)})
+    out.append({"method": "adam_decay", "optimizer": "adam", "lr": ADAM_LR, "schedule": "decay",
+                "passes": max(PASSES), "read": list(PASSES)})
+    for p in PASSES:
+        out.append({"method": "adam_cosine", "optimizer": "adam", "lr": ADAM_LR,
+                    "schedule": "cosine", "passes": p, "read": [p]})
+    return out
+
+
+def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[str, Any]:
+    """One SGB on one stream; the held-out metric after each pass in ``method["read"]``."""
+    torch.set_num_threads(1)
+    ds, loss, learner, _ = load(stream, max_train)
+    batch = 64 if stream == "mnist" else 32
+    outputs = 10 if loss == "softmax" else 1
+    torch.manual_seed(seed)
+    factory = learner.factory(ds, outputs)
+    rounds = method["passes"] * math.ceil(len(ds.y_train) / batch)
+    options: dict[str, Any] = {"lr_fan_in": DEFAULT_LR_FAN_IN}
+    if method["optimizer"] == "sf":
+        options["optimizer_kwargs"] = {"lr": method["lr"], "warmup_steps": method["warmup"]}
+    else:
+        options.update(optimizer=torch.optim.Adam, optimizer_kwargs={"lr": method["lr"]})
+        if method.get("schedule") == "decay":
+            options["lr_scheduler"] = decay_schedule(300)
+        elif method.get("schedule") == "cosine":
+            options["lr_scheduler"] = cosine_schedule(rounds)
+    booster = SGB(factory, loss, n_learners=N_LEARNERS, n_outputs=outputs, stall_window=None,
+                  targets="newton" if loss != "squared" else "gradient", **options)
+    order = torch.Generator().manual_seed(1 + 1000 * seed)
+    row: dict[str, Any] = {"stream": stream, "seed": seed, **method}
+    start = time.perf_counter()
+    for p in range(1, method["passes"] + 1):
+        for rows in torch.randperm(len(ds.y_train), generator=order).split(batch):
+            booster.learn(ds.x_train[rows], ds.y_train[rows])
+        if p in method["read"]:
+            prediction = booster.predict(ds.x_test)
+            if ds.task == "regression":
+                value = float((prediction.double().flatten() - ds.y_test).square().mean())
+            else:
+                value = booster.score(prediction, ds.y_test)["error"]
+            row[f"pass{p}"] = value if math.isfinite(value) else float("inf")
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def _job(args: tuple[str, dict[str, Any], int, int]) -> dict[str, Any]:
+    try:
+        return run(*args)
+    except Exception as error:  # a diverged configuration is a result, not a crash
+        return {"stream": args[0], "seed": args[2], **args[1],
+                **{f"pass{p}": float("inf") for p in args[1]["read"]},
+                "error": f"{type(error).__name__}: {str(error)[:200]}"}
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per stream and pass count: mean and std over seeds of every method; the best of the
+    tuned Adam baselines (cosine that knows the end, the best constant rate); each
+    schedule-free setting's ratio to it and to today's constant default."""
+    cells: dict[str, Any] = {}
+    for stream in sorted({r["stream"] for r in results}):
+        for p in PASSES:
+            key = f"pass{p}"
+            values: dict[str, list[float]] = {}
+            for r in results:
+                if r["stream"] == stream and key in r:
+                    values.setdefault(r["method"], []).append(r[key])
+            stats = {m: {"mean": statistics.fmean(v),
+                         "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+                         "seeds": len(v)} for m, v in values.items()}
+            constants = [m for m in stats if m.startswith("adam_") and m[5].isdigit()]
+            best_constant = min(constants, key=lambda m: stats[m]["mean"])
+            tuned = min(stats["adam_cosine"]["mean"], stats[best_constant]["mean"])
+            cells[f"{stream}/{p}"] = {
+                "stats": stats, "best_constant": best_constant, "tuned_best": tuned,
+                "ratio_to_tuned": {m: s["mean"] / tuned for m, s in stats.items()
+                                   if m.startswith("sf_")},
+                "ratio_to_old_default": {m: s["mean"] / stats[f"adam_{ADAM_LR:.0e}"]["mean"]
+                                         for m, s in stats.items() if m.startswith("sf_")},
+            }
+    settings = sorted({m for c in cells.values() for m in c["ratio_to_tuned"]})
+    ranking = {m: math.exp(statistics.fmean(math.log(c["ratio_to_tuned"][m])
+                                            for c in cells.values()))
+               for m in settings}
+    worst = {m: max(c["ratio_to_tuned"][m] for c in cells.values()) for m in settings}
+    return {"cells": cells, "geometric_mean_ratio_to_tuned": ranking,
+            "worst_ratio_to_tuned": worst}
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    cells = summary["cells"]
+    streams = sorted({key.split("/")[0] for key in cells})
+    fig, axes = plt.subplots(1, len(PASSES), figsize=(5 * len(PASSES), 5), sharey=True,
+                             layout="constrained")
+    for ax, p in zip(axes, PASSES, strict=True):
+        for i, stream in enumerate(streams):
+            cell = cells[f"{stream}/{p}"]
+            tuned = cell["tuned_best"]
+            for method, marker, label in (
+                    ("adam_cosine", "s", "Adam + cosine that knows the end"),
+                    (cell["best_constant"], "^", "Adam, best of 3 constant rates"),
+                    (f"adam_{ADAM_LR:.0e}", "v", "Adam 2e-2 (the old default)"),
+                    ("adam_decay", "x", "Adam + decay_schedule")):
+                stats = cell["stats"][method]
+                ax.errorbar(i - 0.2, stats["mean"] / tuned, yerr=stats["std"] / tuned,
+                            fmt=marker, color="grey", alpha=0.6, label=label if i == 0 else None)
+            for j, lr in enumerate(SF_RATES):
+                stats = cell["stats"][f"sf_{lr:.0e}_w0"]
+                ax.errorbar(i + 0.05 * j, stats["mean"] / tuned, yerr=stats["std"] / tuned,
+                            fmt="o", color=f"C{j}", label=f"schedule-free {lr:g}, no warm-up"
+                            if i == 0 else None)
+        ax.axhline(1.05, color="k", lw=0.5, ls="--")
+        ax.set_xticks(range(len(streams)), streams, rotation=35, ha="right")
+        ax.set_title(f"after {p} pass{'es' if p > 1 else ''}")
+        ax.set_yscale("log")
+    axes[0].set_ylabel("test metric / best tuned Adam (mean ± std over seeds)")
+    axes[-1].legend(fontsize=7)
+    save_figure(fig, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--max-train", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--replot", action="store_true",
+                        help="summarise and plot results.json again, without running")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.replot:
+        jobs = [(stream, method, seed, args.max_train) for seed in range(args.seeds)
+                for stream in args.streams for method in methods()]
+        jobs.sort(key=lambda job: -job[1]["passes"] * (20 if job[0] == "mnist" else 1))
+        results = []
+        with multiprocessing.Pool(args.workers) as pool:
+            for i, row in enumerate(pool.imap_unordered(_job, jobs), 1):
+                results.append(row)
+                print(f"[{i}/{len(jobs)}] {row['stream']} {row['method']} seed {row['seed']}: "
+                      + " ".join(f"{k}={row[k]:.4g}" for k in row if k.startswith("pass")
+                                 and k != "passes"), flush=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    summary = summarize(json.loads((args.out / "results.json").read_text()))
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, args.out / "horizon_free.png")
+    for method, ratio in sorted(summary["geometric_mean_ratio_to_tuned"].items(),
+                                key=lambda kv: kv[1]):
+        print(f"{method:14s} geometric mean / tuned {ratio:.3f}, worst "
+              f"{summary['worst_ratio_to_tuned'][method]:.3f}")
+
+
+if __name__ == "__main__":
+    main()

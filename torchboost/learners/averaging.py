@@ -1,0 +1,47 @@
+"""The two points of a schedule-free learner: where it learns, and what it predicts with.
+
+Schedule-free AdamW (Defazio et al., "The Road Less Scheduled", NeurIPS 2024, Alg. 1; the
+``schedulefree`` package is its reference implementation and the learners' default optimizer,
+:data:`~torchboost.learners.optimizers.DEFAULT_OPTIMIZER`) keeps three sequences per parameter:
+``z`` (the base SGD-like sequence), ``x`` (the running average of the ``z``'s, used to predict)
+and ``y = (1 − β1) z + β1 x``, where the gradient is evaluated. The package stores ``y`` in the
+parameter while the optimizer is in train mode and ``x`` in eval mode; ``optimizer.train()`` and
+``optimizer.eval()`` switch in place (one ``lerp`` per parameter, no copy).
+
+torchboost keeps every schedule-free learner in eval mode at rest, so everything that reads the
+parameters — ``predict``, ``evaluate``, anytime prediction, ``export``, Lightning validation and
+test, :class:`~torchboost.lightning.StreamingCallback`, ``state_dict``, ``learner(i)`` — sees the
+averaged weights ``x`` without knowing about the optimizer. A round switches the learners it
+trains to ``y`` for its own forward, backward and step (:func:`learning_point`), then back; the
+switching is the library's, never the user's. A round that raises is put back bitwise by the
+round's transaction (:mod:`torchboost.boosters.transaction`), so the switch need not undo itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+
+__all__ = ["is_schedule_free", "learning_point"]
+
+
+def is_schedule_free(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` keeps a learning point apart from its prediction point: it has the
+    ``train()``/``eval()`` switch of the ``schedulefree`` package (its ``train_mode`` flag)."""
+    return "train_mode" in optimizer.defaults and callable(getattr(optimizer, "eval", None))
+
+
+@contextmanager
+def learning_point(optimizers: Sequence[torch.optim.Optimizer]) -> Iterator[None]:
+    """Inside the block, the schedule-free ``optimizers``' parameters hold the learning point
+    ``y`` (train mode); on a normal exit, the averaged weights ``x`` again (eval mode).
+    Optimizers without the switch are left alone. On an exception nothing is switched back: the
+    caller restores the state it saved (the round's transaction does)."""
+    switched = [opt for opt in optimizers if is_schedule_free(opt)]
+    for opt in switched:
+        opt.train()  # type: ignore[attr-defined]
+    yield
+    for opt in switched:
+        opt.eval()  # type: ignore[attr-defined]
