@@ -4,14 +4,16 @@ loop, and stagewise GB's seconds per batch by stage — one JSON.
 
 The SLICE shape of the SGB paper: 384 inputs, two-layer learners with 10 hidden units (leaky
 ReLU), batch 256. The monolithic reference is one ``384 → 10N → 1`` network (the same parameter
-count up to N−1 output biases) trained by one Adam on squared loss: what the hardware does with
-the same work when nothing is split into learners. ``learners`` is the stacked learners' own
-step with no booster around it (:func:`learners_step`): ``learners_over_monolithic`` bounds
-what stacked/monolithic can reach, and ``outside_learners`` is the share of a stacked round
-spent beyond it (checks, guards, partial sums, book-keeping). The boosters run with
-``standardize=False`` like that network, and with one Adam learning rate for every weight like
-it (SGB's default rule would give the 384-input layer its own parameter group, i.e. a second
-fused Adam call); ``standardize_overhead`` is the extra time of SGB's default running
+count up to N−1 output biases) trained on squared loss by the learners' default optimizer
+(schedule-free AdamW; ``stacked_over_monolithic``) and, in the same run, both sides by Adam
+(``stacked_over_monolithic_adam``): what the hardware does with the same work when nothing is
+split into learners. ``learners`` is the stacked learners' own step with no booster around it
+(:func:`learners_step`): ``learners_over_monolithic`` bounds what stacked/monolithic can reach,
+and ``outside_learners`` is the share of a stacked round spent beyond it (checks, guards,
+partial sums, book-keeping, the switch to the learning point). The boosters run with
+``standardize=False`` like that network, and with one learning rate for every weight like it
+(SGB's default rule would give the 384-input layer its own parameter group, i.e. a second
+optimizer call); ``standardize_overhead`` is the extra time of SGB's default running
 standardisation (:mod:`torchboost.boosters.scaling`) at each N, ``prodigy_overhead`` that of
 :class:`~torchboost.learners.Prodigy` (capped, so that the guards' bound applies) instead of
 Adam.
@@ -50,6 +52,7 @@ from torch import nn
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
 from torchboost.learners import Prodigy, WeakLearners
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 
 
 def booster_step(n: int, mode: str, device: str, classes: int = 0,
@@ -101,10 +104,17 @@ def learners_step(n: int, device: str) -> Callable[[], None]:
     return step
 
 
-def monolithic_step(n: int, device: str) -> Callable[[], None]:
+def monolithic_step(n: int, device: str, adam: bool = False) -> Callable[[], None]:
+    """One step of the monolithic network with the learners' default optimizer (schedule-free
+    AdamW, in train mode throughout, as a plain training loop would run it) or, with ``adam``,
+    torch's fused Adam (the kernel the stacked Adam path uses)."""
     torch.manual_seed(0)
     net = TwoLayerNet(IN_FEATURES, HIDDEN * n, activation="leaky_relu").to(device)
-    opt = torch.optim.Adam(net.parameters(), fused=True)  # the same kernel the stacked path uses
+    if adam:
+        opt = torch.optim.Adam(net.parameters(), fused=True)
+    else:
+        opt = DEFAULT_OPTIMIZER(net.parameters(), lr=1e-3)
+        opt.train()
     x = torch.randn(BATCH, IN_FEATURES, device=device)
     y = torch.randn(BATCH, 1, device=device)
 
@@ -123,6 +133,8 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
         steps = {"stacked": booster_step(n, "stacked", device),
                  "loop": booster_step(n, "loop", device),
                  "monolithic": monolithic_step(n, device),
+                 "stacked_adam": booster_step(n, "stacked", device, optimizer=torch.optim.Adam),
+                 "monolithic_adam": monolithic_step(n, device, adam=True),
                  "learners": learners_step(n, device),
                  "standardized": booster_step(n, "stacked", device, standardize=True),
                  "prodigy": booster_step(n, "stacked", device, optimizer=Prodigy,
@@ -134,6 +146,7 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
         row["prodigy_overhead"] = seconds["prodigy"] / seconds["stacked"] - 1.0
         row["stacked_over_loop"] = row["stacked"] / row["loop"]
         row["stacked_over_monolithic"] = row["stacked"] / row["monolithic"]
+        row["stacked_over_monolithic_adam"] = seconds["monolithic_adam"] / seconds["stacked_adam"]
         row["learners_over_monolithic"] = row["learners"] / row["monolithic"]
         row["outside_learners"] = 1.0 - seconds["learners"] / seconds["stacked"]
         row.update(second_order_overheads(n, device, min_seconds, repeats))
@@ -142,6 +155,7 @@ def measure(ns: list[int], device: str, min_seconds: float, repeats: int) -> lis
               f"  loop {row['loop']:10.0f}/s  monolithic {row['monolithic']:10.0f}/s"
               f"  stacked/loop {row['stacked_over_loop']:6.2f}"
               f"  stacked/mono {row['stacked_over_monolithic']:5.2f}"
+              f" (Adam {row['stacked_over_monolithic_adam']:5.2f})"
               f"  learners/mono {row['learners_over_monolithic']:5.2f}"
               f"  outside learners {100 * row['outside_learners']:.0f}%"
               f"  standardize +{100 * row['standardize_overhead']:.1f}%"

@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 python experiments/horizon_free.py                 # ~15 min on 2 cores
     python experiments/horizon_free.py --streams abalone pol --seeds 2 --workers 1
     python experiments/horizon_free.py --replot                         # figure from the JSON
+    python experiments/horizon_free.py --spread 10     # seed spread after one pass, ~3 min
 
 Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
 ``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as
@@ -46,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
 
 from torchboost import SGB, cosine_schedule, decay_schedule
-from torchboost.boosters.default_lr import DEFAULT_LR_FAN_IN
+from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN, DEFAULT_WARMUP
 from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +161,31 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_ratio_to_tuned": worst}
 
 
+#: ``--spread``: the old default (Adam at 2e-2) against the new one, one pass, many seeds
+SPREAD_METHODS = (
+    {"method": f"adam_{ADAM_LR:.0e}", "optimizer": "adam", "lr": ADAM_LR, "passes": 1,
+     "read": [1]},
+    {"method": "default", "optimizer": "sf", "lr": DEFAULT_LR, "warmup": DEFAULT_WARMUP,
+     "passes": 1, "read": [1]},
+)
+
+
+def spread(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per stream: each method's mean and standard deviation over seeds after one pass, and
+    the new default's standard deviation over the old one's."""
+    out: dict[str, Any] = {}
+    for stream in sorted({r["stream"] for r in results}):
+        cell = {}
+        for method in (m["method"] for m in SPREAD_METHODS):
+            values = [r["pass1"] for r in results if r["stream"] == stream
+                      and r["method"] == method]
+            cell[method] = {"mean": statistics.fmean(values), "std": statistics.stdev(values),
+                            "seeds": len(values)}
+        cell["std_ratio"] = cell["default"]["std"] / cell[f"adam_{ADAM_LR:.0e}"]["std"]
+        out[stream] = cell
+    return out
+
+
 def plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -202,8 +228,23 @@ def main() -> None:
     parser.add_argument("--replot", action="store_true",
                         help="summarise and plot results.json again, without running")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--spread", type=int, default=0, metavar="SEEDS",
+                        help="only the seed spread after one pass: the old default against "
+                             "the new, over SEEDS seeds (spread.json)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.spread:
+        jobs = [(stream, method, seed, args.max_train) for seed in range(args.spread)
+                for stream in args.streams for method in SPREAD_METHODS]
+        with multiprocessing.Pool(args.workers) as pool:
+            rows = pool.map(_job, jobs)
+        table = spread(rows)
+        (args.out / "spread.json").write_text(json.dumps({"runs": rows, "spread": table},
+                                                         indent=1))
+        for stream, cell in table.items():
+            print(f"{stream:15s} std old {cell[f'adam_{ADAM_LR:.0e}']['std']:.4g} new "
+                  f"{cell['default']['std']:.4g} ratio {cell['std_ratio']:.2f}")
+        return
     if not args.replot:
         jobs = [(stream, method, seed, args.max_train) for seed in range(args.seeds)
                 for stream in args.streams for method in methods()]

@@ -4,8 +4,10 @@ its own list of boosters."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from torchboost.boosters.registry import BOOSTERS
+from torchboost import SGB
+from torchboost.boosters.registry import BOOSTERS, BoosterSpec, register_booster
 from torchboost.testing import CHECKS
 
 
@@ -19,7 +21,6 @@ def test_the_checks_catch_state_kept_outside_the_state_dict() -> None:
     """A booster whose prediction depends on a plain attribute that a round changes (not a
     buffer) resumes differently from a loaded copy: check_state_dict_resumes_exactly says so,
     and a registry entry of it is refused a second time."""
-    import torch
 
     from torchboost.boosters.registry import BoosterSpec, register_booster
     from torchboost.boosters.sgb import SGB
@@ -134,3 +135,29 @@ def test_single_learner_records_its_prediction_units_and_loads_older_states() ->
     again = build(8)
     again.load_state_dict(old)
     assert again.compute_units == wide.compute_units == 4 * 24
+
+
+@pytest.mark.parametrize("spec", [
+    lambda: BoosterSpec("not_a_class", 42), lambda: BoosterSpec("", SGB),
+    lambda: BoosterSpec("task", SGB, task="ranking"),
+    lambda: BoosterSpec("build", SGB, build="SGB"),
+])
+def test_a_spec_that_cannot_build_a_booster_is_refused_when_made(spec):
+    """Issue 31: BoosterSpec(name, 42) was accepted, and later calls failed with raw errors."""
+    with pytest.raises(ValueError):
+        spec()
+
+
+def test_the_estimators_offer_a_booster_registered_after_their_import():
+    from torchboost.sklearn import BOOSTERS as OFFERED
+    from torchboost.sklearn import SGBRegressor
+
+    spec = register_booster(BoosterSpec("late_sgb_test", SGB, estimator=True))
+    try:
+        assert "late_sgb_test" in OFFERED
+        X, y = torch.randn(64, 3).numpy(), torch.randn(64).numpy()
+        model = SGBRegressor(booster="late_sgb_test", n_learners=2, max_passes=1).fit(X, y)
+        assert type(model.booster_) is SGB
+    finally:
+        del BOOSTERS[spec.name]
+    assert "late_sgb_test" not in OFFERED

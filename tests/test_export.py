@@ -225,3 +225,38 @@ def test_a_booster_trained_on_real_data_exports_to_onnx_runtime(tmp_path):
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"x": x.numpy()})
     torch.testing.assert_close(torch.from_numpy(out), expected, atol=1e-4, rtol=1e-4)
+
+
+# --- issue 31: what a red team broke in export ------------------------------------------------
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_export_of_dropout_learners_is_deterministic_in_any_booster_mode(mode):
+    """Dropout in the learners: the exported module (and its torch.export program) runs them
+    in eval mode, as predict does, though the booster itself is in training mode."""
+    torch.manual_seed(0)
+    booster = SGB(lambda: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Dropout(0.5),
+                                        nn.Linear(8, 1)), n_learners=3, mode=mode)
+    x, y = torch.randn(64, 4), torch.randn(64)
+    booster.learn(x, y)
+    assert booster.training
+    module = booster.export()
+    assert not module.training and not any(m.training for m in module.modules())
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), booster.predict(x), rtol=1e-5, atol=1e-6)
+        program = torch.export.export(module, (x,))
+        torch.testing.assert_close(program.module()(x), booster.predict(x), rtol=1e-5,
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [1.5, True, "2", torch.tensor(2)])
+def test_export_refuses_what_predict_refuses_as_n_learners(bad):
+    booster = SGB(lambda: nn.Linear(3, 1), n_learners=3)
+    with pytest.raises(ValueError, match="n_learners"):
+        booster.export(n_learners=bad)
+
+
+def test_export_refuses_probabilities_of_a_hinge_classifier():
+    booster = SGB(lambda: nn.Linear(3, 1), "hinge", n_learners=2, step=0.5)
+    booster.learn(torch.randn(8, 3), torch.tensor([0, 1] * 4))
+    with pytest.raises(ValueError, match="margins, not probabilities"):
+        booster.export(output="proba")
+    assert booster.export(output="label")(torch.randn(5, 3)).shape == (5,)

@@ -187,7 +187,9 @@ def test_every_booster_steps_its_schedule_once_per_round(kind):
     assert _rates(booster)[:len(bases)] != bases
     assert booster.learners.optimizers[0].param_groups[0]["lr"] == pytest.approx(
         bases[0] * factor)
-    assert booster.config()["lr_scheduler"] == "LambdaLR(CosineMultiplier)"
+    assert booster.config()["lr_scheduler"]["class"] == "LambdaLR"
+    assert booster.config()["lr_scheduler"]["lr_lambdas"][0] == {
+        "class": "CosineMultiplier", "rounds": 8, "warmup": 0, "final": 0.0}
 
 
 def test_a_failed_round_leaves_the_schedule_where_it_was():
@@ -242,3 +244,49 @@ def test_a_scheduled_booster_deep_copies_and_pickles_apart_from_the_original():
         assert twin.learners.schedulers[0].last_epoch == 3
         assert booster.learners.schedulers[0].last_epoch == 1
         assert int(booster.learners.optimizers[0].state_dict()["state"][0]["step"]) == 1
+
+
+@pytest.mark.parametrize("build", [
+    lambda: cosine_schedule(10, final=None), lambda: cosine_schedule(10, final="0.1"),
+    lambda: cosine_schedule(10, final=True), lambda: decay_schedule(None),
+    lambda: decay_schedule("300"), lambda: decay_schedule(True),
+    lambda: decay_schedule(300, power=None),
+])
+def test_schedule_arguments_of_the_wrong_type_are_refused_in_our_words(build):
+    """Issue 31: None raised a raw TypeError, '300' and True were accepted."""
+    with pytest.raises(ValueError):
+        build()
+
+
+def test_a_schedule_has_an_identity_and_loading_never_touches_the_factory():
+    """Issue 31: a cosine_schedule(10) state loaded into a cosine_schedule(1000) booster (by
+    class name) and overwrote the user's factory, so another booster built from it dropped to
+    rate 0 after 10 rounds; OneCycleLR's max_lr 0.02 into 0.5 named a difference that does not
+    exist (lr_fan_in), and 0.02 into 0.03 loaded silently."""
+    from torch.optim.lr_scheduler import OneCycleLR
+
+    net = partial(TwoLayerNet, D, 4)
+    x, y = _batches(1)[0]
+    short = SGB(net, n_learners=2, lr_scheduler=cosine_schedule(10), optimizer=torch.optim.Adam)
+    short.learn(x, y)
+    factory = cosine_schedule(1000)
+    long = SGB(net, n_learners=2, lr_scheduler=factory, optimizer=torch.optim.Adam)
+    with pytest.raises(ValueError, match=r"lr_scheduler: saved .*'rounds': 10"):
+        long.load_state_dict(short.state_dict())
+    assert factory.multiplier.rounds == 1000
+    same = SGB(net, n_learners=2, lr_scheduler=cosine_schedule(10), optimizer=torch.optim.Adam)
+    same.load_state_dict(short.state_dict())  # the same schedule loads
+    other = SGB(net, n_learners=2, lr_scheduler=factory, optimizer=torch.optim.Adam)
+    assert other.learners.schedulers[0].lr_lambdas[0].rounds == 1000
+
+    def one_cycle(max_lr: float) -> SGB:
+        return SGB(net, n_learners=2, optimizer=torch.optim.Adam,
+                   lr_scheduler=partial(OneCycleLR, max_lr=max_lr, total_steps=20))
+
+    saved = one_cycle(0.02)
+    saved.learn(x, y)
+    for max_lr in (0.5, 0.03):
+        with pytest.raises(ValueError, match="max_lr") as info:
+            one_cycle(max_lr).load_state_dict(saved.state_dict())
+        assert "lr_fan_in" not in str(info.value)
+    one_cycle(0.02).load_state_dict(saved.state_dict())

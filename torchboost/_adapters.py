@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,10 +27,29 @@ __all__ = [
     "torch_dtype",
 ]
 
+class _EstimatorBoosters(Mapping[str, type[Booster]]):
+    """The registered boosters marked ``estimator``, read from the registry at every use (a
+    booster registered after this module was imported is offered too)."""
+
+    def _current(self) -> dict[str, type[Booster]]:
+        return {name: spec.cls for name, spec in REGISTRY.items() if spec.estimator}
+
+    def __getitem__(self, name: str) -> type[Booster]:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return repr(self._current())
+
+
 #: The names ``booster=`` accepts: the registered boosters marked ``estimator``
-#: (:mod:`torchboost.boosters.registry`).
-BOOSTERS: dict[str, type[Booster]] = {name: spec.cls for name, spec in REGISTRY.items()
-                                      if spec.estimator}
+#: (:mod:`torchboost.boosters.registry`), as registered when they are read.
+BOOSTERS: Mapping[str, type[Booster]] = _EstimatorBoosters()
 
 #: The names ``optimizer=`` accepts.
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
@@ -161,6 +180,29 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:
         kwargs["targets"] = "newton"
     kwargs.update(booster_kwargs or {})
+    target = _checked_device(device)
     with _building(torch_dtype(dtype), seed):
         built = cls(factory, loss, **kwargs)
-    return built.to(device)
+    return built.to(target)
+
+
+def _checked_device(device: Any) -> torch.device:
+    """``device`` as a ``torch.device`` the learners can train on, or a ``ValueError`` saying
+    which ones can."""
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got "
+                         f"{device!r}") from error
+    if target.type == "meta":
+        raise ValueError("device='meta' holds shapes, not values: nothing can learn there; use "
+                         "'cpu' or 'cuda'")
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}, but torch sees no CUDA device here; use 'cpu'")
+    if target.type not in ("cpu", "cuda"):
+        try:
+            torch.empty(0, device=target)
+        except RuntimeError as error:
+            raise ValueError(f"device {device!r} is not available here ({error}); use 'cpu' "
+                             "or 'cuda'") from error
+    return target

@@ -46,7 +46,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from torchboost.learners.stacked import StackedEngine
-from torchboost.learners.stacked_sequential import stacked_sequential
+from torchboost.learners.stacked_sequential import sequential_plan, stacked_sequential
+from torchboost.params import integer
 
 if TYPE_CHECKING:
     from torchboost.boosters.base import Booster
@@ -72,7 +73,9 @@ class _StackedLearners(nn.Module):
             self.register_buffer(f"param_{i}", tensor.detach().clone())
         for i, tensor in enumerate(buffers.values()):
             self.register_buffer(f"buffer_{i}", tensor.detach().clone())
-        self.plan = engine._plan
+        # the direct GEMM path over this module's own copy of the layers (Dropout included), so
+        # that its mode is this module's, never the booster's
+        self.plan = sequential_plan(self.template) if engine._plan is not None else None
 
     def forward(self, x: Tensor) -> Tensor:
         params = {n: getattr(self, f"param_{i}") for i, n in enumerate(self.param_names)}
@@ -143,9 +146,13 @@ def export_booster(booster: Booster, n_learners: int | None = None, output: Outp
     if output != "scores" and not booster.loss.is_classifier:
         raise ValueError(f"output={output!r} needs a classification loss; "
                          f"{booster.loss.name} loss predicts real values (output='scores')")
-    k = booster.prediction_learners if n_learners is None else int(n_learners)
+    k = booster.prediction_learners if n_learners is None else integer("n_learners", n_learners)
     if not 1 <= k <= booster.n_learners:
         raise ValueError(f"n_learners must be in [1, {booster.n_learners}], got {n_learners}")
+    if output == "proba" and not booster.loss.has_probabilities:
+        raise ValueError(f"output='proba' needs a loss whose scores are log-odds; "
+                         f"{booster.loss.name} loss gives margins, not probabilities "
+                         "(output='scores' or 'label')")
     weights = booster.combination_weights(k)
     if weights is None:
         raise ValueError(f"{type(booster).__name__} cannot be exported: its prediction is not "
@@ -179,5 +186,6 @@ def export_booster(booster: Booster, n_learners: int | None = None, output: Outp
     if outputs is not None:  # (y s_b + m_b) s + m
         mean, scale = (torch.as_tensor(t, dtype=dtype, device=device) for t in outputs)
         out_mean, out_scale = out_mean * scale + mean, out_scale * scale
+    # in eval mode whatever the booster's mode (Dropout off, BatchNorm on its statistics)
     return BoosterInference(learners, weights.to(dtype), y0.to(dtype), in_mean, in_scale,
-                            out_mean, out_scale, output, booster.loss.name).to(device)
+                            out_mean, out_scale, output, booster.loss.name).to(device).eval()

@@ -65,6 +65,9 @@ class Loss(ABC):
     name: str = ""
     #: ``True`` for classification losses (labels are classes, error rate is meaningful).
     is_classifier: bool = False
+    #: whether the scores are log-odds (logistic) or logits (softmax), so that ``sigmoid`` or
+    #: ``softmax`` of them are the model's probabilities (not for the hinge loss's margins)
+    has_probabilities: bool = False
     #: strong-convexity modulus ``λ`` in ``y`` (0 when not strongly convex).
     strong_convexity: float = 0.0
     #: smoothness ``β`` in ``y`` (``inf`` when the gradient is not Lipschitz).
@@ -289,6 +292,7 @@ class LogisticLoss(Loss):
 
     name = "logistic"
     is_classifier = True
+    has_probabilities = True
     smoothness = 0.25
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:
@@ -362,6 +366,7 @@ class SoftmaxCrossEntropy(Loss):
 
     name = "softmax"
     is_classifier = True
+    has_probabilities = True
     smoothness = 0.5
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:

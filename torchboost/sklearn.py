@@ -22,8 +22,10 @@ The booster is chosen with ``booster=``: ``"sgb"`` (:class:`~torchboost.SGB`, th
 A classifier boosted by an SGB variant fits Newton targets (``targets="newton"``, which the
 README recommends for classification) unless ``booster_kwargs`` choose ``targets``. Without a
 ``learning_rate`` every booster follows the boosters' one default rule
-(:mod:`~torchboost.boosters.default_lr`), and ``lr_schedule="cosine"`` decays it over ``fit``'s
-passes.
+(:mod:`~torchboost.boosters.default_lr`): schedule-free learners, which need no schedule
+(``lr_schedule="constant"``, the default, whether ``fit`` or ``partial_fit`` drives them);
+``lr_schedule="cosine"`` (over ``fit``'s passes) and ``"decay"`` are for the other optimizers
+(``optimizer="adam"``).
 
 The weak learner is the SGB paper's two-layer net (:class:`~torchboost.TwoLayerNet`, ``hidden``
 units, ``activation``) unless ``learner`` is given: a factory ``learner(n_features, n_outputs)``
@@ -51,6 +53,7 @@ Examples:
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -88,16 +91,30 @@ _PREDICT_CHUNK = 8192
 @contextmanager
 def _naming_text_columns(X: Any) -> Iterator[None]:
     """scikit-learn's "could not convert string to float" names no column: for a DataFrame, add
-    the columns that are not numeric."""
+    the columns that are not numeric. Its TypeErrors (sparse input, column names of mixed
+    types) and numpy's (a datetime column) become ValueErrors saying what to do."""
+    dtypes = getattr(X, "dtypes", None)
+    text = ([str(c) for c, dtype in dtypes.items() if getattr(dtype, "kind", "O") not in "biuf"]
+            if dtypes is not None else [])
     try:
         yield
     except ValueError as error:
-        dtypes = getattr(X, "dtypes", None)
         if dtypes is None or "convert" not in str(error):
             raise
-        text = [str(c) for c, dtype in dtypes.items() if getattr(dtype, "kind", "O") not in "biuf"]
         raise ValueError(f"{error} (columns that are not numbers: {text}; encode them first, e.g. "
                          "a ColumnTransformer with OneHotEncoder in a Pipeline)") from error
+    except TypeError as error:  # numpy's DTypePromotionError is a TypeError too
+        if "sparse" in str(error).lower():
+            raise ValueError("sparse X is not supported: the learners take dense tensors; pass "
+                             "X.toarray() (or a dense DataFrame)") from error
+        if "feature names" in str(error).lower():
+            raise ValueError(f"{error}: name every column with a str (e.g. "
+                             "X.columns = X.columns.astype(str))") from error
+        if not isinstance(error, np.exceptions.DTypePromotionError):
+            raise  # scikit-learn's own TypeErrors (objects in X) are what its checks expect
+        raise ValueError(f"X holds values that are not numbers ({error}); columns that are "
+                         f"not numbers: {text} (convert datetimes to numbers, encode "
+                         "categories, e.g. with a ColumnTransformer)") from error
 
 
 def _mean_and_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,9 +145,10 @@ class _StreamingBoosting(BaseEstimator):
             ``"adagrad"``, ``"rmsprop"`` or a ``torch.optim.Optimizer`` class; ``learning_rate``
             is its ``lr`` (``None``: the boosters' default rule,
             :mod:`~torchboost.boosters.default_lr`).
-        lr_schedule: ``"constant"``; ``"cosine"``, a cosine decay of the rate to 0 over
-            ``fit``'s ``max_passes`` passes (not for ``partial_fit``, whose stream has no known
-            end); ``"decay"``, the open-ended :func:`~torchboost.decay_schedule` (either).
+        lr_schedule: ``"constant"`` (default; the schedule-free default needs nothing else);
+            for Adam and the other optimizers, ``"cosine"``, a cosine decay of the rate to 0
+            over ``fit``'s ``max_passes`` passes (not for ``partial_fit``, whose stream has no
+            known end), or ``"decay"``, the open-ended :func:`~torchboost.decay_schedule`.
         batch_size: mini-batch size of ``fit``'s passes.
         max_passes: passes over the rows in ``fit``.
         standardize: standardise features (and regression targets) with frozen statistics.
@@ -236,6 +254,12 @@ class _StreamingBoosting(BaseEstimator):
             self.n_iter_ = 0
         else:
             self._check_partial_classes(classes)
+            if self.booster_.learners.schedulers and self.lr_schedule == "cosine":
+                raise ValueError("this estimator was fitted under lr_schedule='cosine', whose "
+                                 "rate reached 0 at the end of fit: partial_fit would not "
+                                 "learn. For a stream that goes on, fit with the default "
+                                 "(schedule-free learners need no schedule) or "
+                                 "lr_schedule='decay'")
         with threads(self.n_threads):
             self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
 
@@ -245,6 +269,18 @@ class _StreamingBoosting(BaseEstimator):
     def _validate(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
         if not reset:
             self._check_columns(X)
+        labels = np.asarray(y) if y is not None and not hasattr(y, "dtype") else y
+        if getattr(labels, "dtype", None) is not None and labels.dtype.kind in "OUS":
+            if isinstance(self, ClassifierMixin):
+                if any(label is None for label in np.ravel(labels)):
+                    raise ValueError("y holds None among the class labels: every example "
+                                     "needs a label (drop the unlabelled rows first)")
+            elif labels.dtype.kind in "US" or not all(
+                    isinstance(v, numbers.Real) and not isinstance(v, bool)
+                    for v in np.ravel(labels)):
+                raise ValueError("a regressor's targets must be numbers; y holds text or other "
+                                 "objects (convert it with y.astype(float), or use "
+                                 "SGBClassifier for labels)")
         with _naming_text_columns(X):
             return validate_data(self, X, y, reset=reset, dtype=[np.float64, np.float32],
                                  y_numeric=not isinstance(self, ClassifierMixin))

@@ -274,3 +274,13 @@ def test_booster_on_cuda_matches_cpu(kind: str) -> None:
     for i in range(0, 30, 3):
         assert torch.equal(cpu.learn(x[i:i + 3], y[i:i + 3]),
                            gpu.learn(x[i:i + 3].cuda(), y[i:i + 3].cuda()).cpu())
+
+
+def test_the_range_of_n_learners_is_the_one_accepted() -> None:
+    """Issue 31: the message named [0, N] and then 0 was refused."""
+    booster = make("olm")
+    with pytest.raises(ValueError, match=rf"\[1, {N}\]"):
+        booster.predict(torch.zeros(1, D), n_learners=N + 1)
+    with pytest.raises(ValueError, match=rf"\[1, {N}\]"):
+        booster.predict(torch.zeros(1, D), n_learners=0)
+    assert booster.predict(torch.zeros(1, D), n_learners=1).shape == (1, K)

@@ -188,6 +188,9 @@ class Booster(nn.Module, ABC):
     #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
     _round_labels: Tensor | None = None
 
+    #: the fewest learners anytime prediction takes (0: the initial prediction ``y^0`` alone)
+    fewest_prediction_learners = 0
+
     #: whether the stall monitor applies: the prediction is the last of the partial sums
     #: ``y^0..y^N`` a round computes for all learners (not for ResidualSGB's average, nor for
     #: StagewiseGB's one stage at a time)
@@ -319,7 +322,7 @@ class Booster(nn.Module, ABC):
                     output_grad = output_grad * (x.shape[0] / self._round_size)
                 round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
             self.after_step(plan.h, plan.partials, z)
-            round_.on_commit(lambda: self.learners.step_schedules(plan.index))
+            self.learners.step_schedules(plan.index)  # last: it raises, or the round stands
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         self._set_plain(_round_labels=labels)
         if self.stall is not None:
@@ -452,8 +455,12 @@ class Booster(nn.Module, ABC):
 
     def edges(self) -> Tensor:
         """Running edge estimate per learner, ``γ_i = 1 − Σ‖target − h‖² / Σ‖target‖²`` (both
-        sums weighted when the learners' losses are)."""
-        return 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(1e-300)
+        sums weighted when the learners' losses are); 0 for a learner that has seen no target
+        yet (a later stage of stagewise GB, any learner before the first round): no evidence
+        of an edge."""
+        seen = self.target_sq_sum > 0
+        return torch.where(seen, 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(
+            1e-300), torch.zeros_like(self.target_sq_sum))
 
     @property
     def last_diagnostics(self) -> dict[str, Tensor]:
@@ -477,10 +484,13 @@ class Booster(nn.Module, ABC):
     # --- internals ------------------------------------------------------------------------------
     def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
         if n_learners is not None:  # anytime prediction: 0 (y^0 alone) to every learner
-            n_learners = integer("n_learners", n_learners, 0)
-            if n_learners > self.n_learners:
-                raise ValueError(f"n_learners must be in [0, {self.n_learners}] (0: the initial "
-                                 f"prediction alone), got {n_learners}")
+            low = self.fewest_prediction_learners
+            n_learners = integer("n_learners", n_learners, 0 if low == 0 else None)
+            if not low <= n_learners <= self.n_learners:
+                why = (" (0: the initial prediction alone)" if low == 0 else
+                       f" ({type(self).__name__} votes with at least one learner)")
+                raise ValueError(f"n_learners must be in [{low}, {self.n_learners}]{why}, got "
+                                 f"{n_learners}")
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
         out = self._run_learners(self._forward_learners, x, n_learners)
@@ -612,6 +622,11 @@ class Booster(nn.Module, ABC):
         configured differently, with learners of another architecture, with keys missing —
         raises a ``ValueError`` and leaves this booster exactly as it was (parameters,
         optimizer and schedule state, buffers, counters, mode)."""
+        if assign:
+            raise ValueError("load_state_dict(assign=True) would replace the learners' parameter "
+                             "tensors while their optimizers keep stepping the old ones (the "
+                             "booster would never learn again); load without assign, which "
+                             "copies the saved values into the learners' own tensors")
         backup = copy.deepcopy(self.state_dict())
         try:
             result = super().load_state_dict(state_dict, strict, assign)

@@ -145,7 +145,7 @@ def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) 
         proven[:] = [len(vouched) == len(optimizers) and _proven_safe(bounds, groups, stacked)]
 
     def after_step(*_: Any) -> None:
-        if not proven[0]:
+        if not proven[0] and not _step_within_cap(params, before):
             if not _all_finite(params):
                 raise DivergenceError(first + _first_bad_learner(groups, stacked),
                                       "the optimizer step made its parameters NaN or inf "
@@ -202,6 +202,20 @@ def _largest(dtype: torch.dtype) -> float:
 #: (SGD with ``lr=1e30``) that would leave the learner useless, so it is rejected like a
 #: non-finite one.
 MAX_RELATIVE_UPDATE = 1e6
+
+
+def _step_within_cap(params: list[Tensor], before: list[Tensor]) -> bool:
+    """Checks 3 and 4 at once, in one fused pass and one sync, for the usual step: the norm of
+    the whole update is finite (so is every parameter, the copies before the round being
+    finite) and at most the cap (so is every learner's, each cap being at least it). Only
+    when this fails are the parameters scanned for non-finite values and the learners' updates
+    measured one by one, to name the culprit."""
+    if not params:
+        return True
+    with torch.no_grad():
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(
+            torch._foreach_sub(params, before))))
+        return bool(norm <= MAX_RELATIVE_UPDATE)  # False for NaN or inf
 
 
 def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]],

@@ -109,13 +109,14 @@ class OGB(OnlineLinearBooster):
         beyond it cannot be fitted: warn once per booster (one reduction per round until then)."""
         largest = float(torch.linalg.vector_norm(z, dim=-1).max())
         if largest > self.radius:
-            self._radius_warned = True
             mean = (" With y0='mean' the label mean is projected onto that ball too."
                     if self.y0_mode == "mean" else "")
             warnings.warn(f"OGB: labels reach norm {largest:.4g} but every prediction is confined "
                           f"to the ball of radius B={self.radius:.4g} (the default B assumes "
                           f"labels in [-1, 1]).{mean} Pass radius= at least the label scale, or "
                           "standardise the labels.", stacklevel=5)
+            self._radius_warned = True  # after the warning: one turned into an error (-W
+            # error) rolls the round back and leaves the booster as it was
 
     def diagnostics(self) -> dict[str, Tensor]:
         return {**super().diagnostics(), "sigma": self.sigma.clone()}

@@ -43,6 +43,22 @@ class BoosterSpec:
     build: Build | None = None
     estimator: bool = False
 
+    def __post_init__(self) -> None:
+        if not (isinstance(self.name, str) and self.name):
+            raise ValueError(f"a booster's registry name must be a non-empty str, got "
+                             f"{self.name!r}")
+        if not (isinstance(self.cls, type) and issubclass(self.cls, Booster)):
+            raise ValueError(f"BoosterSpec({self.name!r}, cls=...) needs a Booster subclass, "
+                             f"got {self.cls!r}")
+        if self.task not in ("regression", "classification"):
+            raise ValueError(f"task must be 'regression' or 'classification', got "
+                             f"{self.task!r}")
+        if self.build is not None and not callable(self.build):
+            raise ValueError(f"build must be callable (learners, n_learners=..., "
+                             f"n_outputs=..., **options) -> Booster, got {self.build!r}")
+        if not isinstance(self.estimator, bool):
+            raise ValueError(f"estimator must be True or False, got {self.estimator!r}")
+
     def make(self, learners: Any, *, n_learners: int, n_outputs: int = 1,
              **options: Any) -> Booster:
         """A booster of this kind over ``learners``."""

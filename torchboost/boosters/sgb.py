@@ -55,11 +55,12 @@ class SGB(GradientBoosting):
             then in standardised units (``y0=0`` is the running label mean). ``False``: the
             paper's Alg. 1 on the data as given.
         optimizer, optimizer_kwargs: the learners' optimizer (see
-            :class:`~torchboost.boosters.base.Booster`); Adam's learning rate defaults to
-            :data:`DEFAULT_LR` = 2e-2 here (chosen by ``experiments/defaults.py``) for weights
-            with a fan-in up to :data:`DEFAULT_LR_FAN_IN` = 64 and ``2e-2 · 64 / fan_in`` for
-            wider ones (``lr_fan_in``); an explicit ``optimizer_kwargs={"lr": ...}`` is one rate
-            for every parameter (add ``lr_fan_in=64`` to keep the rule). ``optimizer=Prodigy``
+            :class:`~torchboost.boosters.base.Booster`): schedule-free AdamW by default, at
+            :data:`DEFAULT_LR` = 1e-1 (chosen by ``experiments/horizon_free.py``) for weights
+            with a fan-in up to :data:`DEFAULT_LR_FAN_IN` = 64 and ``1e-1 · 64 / fan_in`` for
+            wider ones (``lr_fan_in``), no schedule; an explicit ``optimizer_kwargs={"lr":
+            ...}`` is one rate for every parameter (add ``lr_fan_in=64`` to keep the rule).
+            ``optimizer=torch.optim.Adam`` takes Adam's rule (2e-2); ``optimizer=Prodigy``
             (:class:`~torchboost.learners.Prodigy`) estimates a rate per learner instead.
         Other arguments: see :class:`~torchboost.boosters.base.Booster`.
 

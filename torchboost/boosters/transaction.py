@@ -11,7 +11,8 @@ round to round). Inside, the learners step through :meth:`RoundTransaction.step`
 :func:`~torchboost.boosters.guards.guard_step` (a non-finite or absurd step raises
 :class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once the round
 has succeeded is registered with :meth:`RoundTransaction.on_commit` (the standardiser's new
-statistics, the learning-rate schedules' step). If anything raises — a guard, a learner, a hook,
+statistics). The learning-rate schedules step last in the round (a scheduler that raises puts
+them all back). If anything raises — a guard, a learner, a hook,
 ``KeyboardInterrupt`` — the buffers, the generator and the learners are restored bitwise
 (schedule-free learners at their averaged weights, :mod:`~torchboost.learners.averaging`) and
 nothing is committed; otherwise the commits run, in order.

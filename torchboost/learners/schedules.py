@@ -33,9 +33,12 @@ without one.
 
 from __future__ import annotations
 
+import copy
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
@@ -64,7 +67,7 @@ class CosineMultiplier:
                 or not 0 <= self.warmup < self.rounds):
             raise ValueError(f"warmup must be an int in [0, rounds) = [0, {self.rounds}), "
                              f"got {self.warmup!r}")
-        if not (math.isfinite(self.final) and 0.0 <= self.final <= 1.0):
+        if not (_real(self.final) and 0.0 <= self.final <= 1.0):
             raise ValueError(f"final must be in [0, 1] (a fraction of the rate), got "
                              f"{self.final!r}")
 
@@ -85,10 +88,10 @@ class DecayMultiplier:
     power: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.timescale) and self.timescale > 0):
+        if not (_real(self.timescale) and self.timescale > 0):
             raise ValueError(f"timescale must be a finite number of rounds > 0, got "
                              f"{self.timescale!r}")
-        if not (math.isfinite(self.power) and self.power > 0):
+        if not (_real(self.power) and self.power > 0):
             raise ValueError(f"power must be finite and > 0, got {self.power!r}")
 
     def __call__(self, t: int) -> float:
@@ -112,14 +115,20 @@ def cosine_schedule(rounds: int, *, warmup: int = 0, final: float = 0.0) -> LRSc
         >>> [round(r, 3) for r in rates]
         [0.5, 1.0, 1.0, 0.75, 0.25, 0.0]
     """
-    multiplier = CosineMultiplier(rounds, warmup, float(final))
+    multiplier = CosineMultiplier(rounds, warmup, final)
     return _LambdaFactory(multiplier)
 
 
 def decay_schedule(timescale: float, power: float = 0.5) -> LRSchedulerFactory:
     """A factory for ``lr_scheduler=`` on an open-ended stream: the rate times
     ``(1 + t / timescale) ** −power`` after ``t`` rounds (no horizon)."""
-    return _LambdaFactory(DecayMultiplier(float(timescale), float(power)))
+    return _LambdaFactory(DecayMultiplier(timescale, power))
+
+
+def _real(value: object) -> bool:
+    """Whether ``value`` is a finite real number (not a bool, a string or ``None``)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 @dataclass(frozen=True)
@@ -129,7 +138,10 @@ class _LambdaFactory:
     multiplier: CosineMultiplier | DecayMultiplier
 
     def __call__(self, optimizer: torch.optim.Optimizer) -> LRScheduler:
-        return LambdaLR(optimizer, self.multiplier)
+        # a copy each: LambdaLR.load_state_dict writes a saved multiplier's fields into the
+        # object it holds, which must never be the factory's (shared by every booster built
+        # from it)
+        return LambdaLR(optimizer, copy.copy(self.multiplier))
 
 
 def build_schedulers(factory: LRSchedulerFactory | None,
@@ -159,16 +171,57 @@ def build_schedulers(factory: LRSchedulerFactory | None,
     return schedulers
 
 
-def describe_schedulers(schedulers: list[LRScheduler]) -> str | None:
-    """The schedule for a booster's configuration: the scheduler's class, and a ``LambdaLR``'s
-    multiplier (``None`` without a schedule)."""
+#: a scheduler's state that counts rounds or caches rates, not its configuration
+_RUNTIME_KEYS = ("last_epoch", "_step_count", "_last_lr", "_get_lr_called_within_step",
+                 "verbose", "_is_initial", "_initial_step")
+
+#: what schedulers write into the optimizer's parameter groups as their configuration
+_GROUP_KEYS = ("initial_lr", "max_lr", "min_lr", "base_momentum", "max_momentum")
+
+
+def describe_schedulers(schedulers: list[LRScheduler]) -> dict[str, Any] | None:
+    """The schedule for a booster's configuration (``None`` without one): the scheduler's
+    class and its whole configuration, e.g. ``cosine_schedule``'s horizon, warm-up and final
+    rate, ``OneCycleLR``'s ``total_steps`` and ``max_lr``, a ``SequentialLR``'s schedulers
+    and milestones; a ``LambdaLR`` of a plain function is named as a function (its code
+    cannot be compared). A state saved under another configuration is refused on loading,
+    naming the difference."""
     if not schedulers:
         return None
     scheduler = schedulers[0]
-    name = type(scheduler).__name__
+    out = _configuration(scheduler.state_dict(), type(scheduler).__name__)
     lambdas = getattr(scheduler, "lr_lambdas", None)
-    if lambdas:
-        fn = lambdas[0]
-        kind = type(fn).__name__ if not hasattr(fn, "__code__") else "function"
-        name += f"({kind})"
-    return name
+    if lambdas:  # with the multipliers' classes (the state keeps their fields only)
+        out["lr_lambdas"] = ["function" if hasattr(fn, "__code__") else
+                             {"class": type(fn).__name__, **_plain(vars(fn))} for fn in lambdas]
+    out["groups"] = [{key: _plain(group[key]) for key in _GROUP_KEYS if key in group}
+                     for group in scheduler.optimizer.param_groups]
+    return out
+
+
+def _configuration(state: dict[str, Any], name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"class": name}
+    for key, value in sorted(state.items()):
+        if key in _RUNTIME_KEYS or key == "base_lrs":
+            continue
+        if key == "_schedulers":  # SequentialLR, ChainedScheduler: their schedulers' own
+            out[key] = [_configuration(s, "scheduler") for s in value]
+        elif key == "lr_lambdas":  # callable objects' fields; plain functions are None
+            out[key] = ["function" if fn is None else _plain(fn) for fn in value]
+        else:
+            out[key] = _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A comparable copy: tuples as lists, dicts and lists recursively, other objects by
+    class name (a callable's code cannot be compared)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if torch.is_tensor(value):
+        return value.tolist()
+    return type(value).__name__

@@ -103,7 +103,7 @@ class WeakLearners(nn.Module):
         )
         #: the ``lr_scheduler`` factory, and one scheduler per optimizer built from it
         self.lr_scheduler = lr_scheduler
-        self.schedulers = build_schedulers(lr_scheduler, self.engine.optimizers)
+        self._build_schedulers()
 
     def __len__(self) -> int:
         return len(self.engine)
@@ -190,7 +190,7 @@ class WeakLearners(nn.Module):
         training = self.training
         modules = [self.engine.learner(i) for i in range(self.n_learners)]
         self.engine = LoopEngine(modules, self.optimizer_spec)
-        self.schedulers = build_schedulers(self.lr_scheduler, self.engine.optimizers)
+        self._build_schedulers()
         self.mode = "loop"
         self._probe_pending = False
         self.train(training)
@@ -275,12 +275,20 @@ class WeakLearners(nn.Module):
     def step_schedules(self, index: int | None = None) -> None:
         """Step the learning-rate schedulers once: every optimizer's, or only learner
         ``index``'s (a stage of stagewise boosting: each learner's schedule runs during its own
-        stage). Boosters call this after a round has succeeded, so a round that raises leaves
-        the schedule where it was."""
+        stage). Boosters call this last in a round; if a scheduler raises (``OneCycleLR`` past
+        its ``total_steps``, a user's ``LambdaLR``), every scheduler is put back as it was and
+        the round's transaction restores the rest."""
         if not self.schedulers:
             return
-        for scheduler in self.schedulers if index is None else [self.schedulers[index]]:
-            scheduler.step()
+        chosen = self.schedulers if index is None else [self.schedulers[index]]
+        saved = [copy.deepcopy(scheduler.state_dict()) for scheduler in chosen]
+        try:
+            for scheduler in chosen:
+                scheduler.step()
+        except BaseException:  # a schedule shorter than the stream, a user's lambda: as it was
+            for scheduler, state in zip(chosen, saved, strict=True):
+                scheduler.load_state_dict(state)
+            raise
 
     def _check_learning_point(self, index: int | None) -> None:
         """A schedule-free optimizer steps only from its learning point (its train mode)."""
@@ -313,12 +321,18 @@ class WeakLearners(nn.Module):
 
     @property
     def lr_scaled(self) -> bool:
-        """Whether :attr:`OptimizerSpec.lr_fan_in` gave some weight another learning rate (the
-        rates as built: a schedule's ``initial_lr``, not where it has moved them since)."""
+        """Whether :attr:`OptimizerSpec.lr_fan_in` (or the output layers' scale) gave some
+        weight another learning rate: read from the optimizer as built, before any schedule
+        moved (or, like ``OneCycleLR``, replaced) its rates."""
+        return self._lr_scaled
+
+    def _build_schedulers(self) -> None:
+        """The schedulers of the engine's optimizers, after noting whether the optimizers were
+        built with scaled rates (:attr:`lr_scaled`)."""
         optimizer = self.engine.optimizers[0]
         groups = optimizer.param_groups
-        return len(groups) > 1 or groups[0].get("initial_lr", groups[0].get(
-            "lr")) != optimizer.defaults.get("lr")
+        self._lr_scaled = len(groups) > 1 or groups[0].get("lr") != optimizer.defaults.get("lr")
+        self.schedulers = build_schedulers(self.lr_scheduler, self.engine.optimizers)
 
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:

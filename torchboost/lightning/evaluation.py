@@ -83,9 +83,9 @@ def booster_hparams(booster: Booster) -> dict[str, Any]:
                               "n_learners": booster.n_learners, "mode": booster.learners.mode,
                               "optimizer": type(optimizers[0]).__name__ if optimizers else "",
                               "lr": float(group.get("initial_lr", group.get("lr", float("nan"))))}
-    schedule = booster.config().get("lr_scheduler")
-    if schedule is not None:  # the rate above is where the schedule started
-        params["lr_scheduler"] = schedule
+    schedulers = booster.learners.schedulers
+    if schedulers:  # the rate above is where the schedule started
+        params["lr_scheduler"] = type(schedulers[0]).__name__
     if getattr(booster, "step_rule", None) is not None:
         params["step"] = "learned"
     elif isinstance(getattr(booster, "step", None), int | float):

@@ -85,6 +85,7 @@ class MulticlassBooster(Booster):
     #: ``s^0..s^N`` (they are not scores on the loss's scale)
     monitors_stall = True
     stall_metric = "error"
+    fewest_prediction_learners = 1
     config_keys = ("n_classes", "prediction", "training_rule", "state_updates")
 
     def __init__(
@@ -222,8 +223,6 @@ class MulticlassBooster(Booster):
         """Scores ``(B, k)`` of the first ``n_learners`` learners (anytime prediction), whose
         ``argmax`` (:meth:`predict_label`) is the booster's label. Random choices use a copy of
         the generator, so predicting changes no state."""
-        if n_learners == 0:
-            raise ValueError("predict needs at least one learner")
         return super().predict(x, n_learners)
 
     @torch.no_grad()

@@ -1,0 +1,135 @@
+"""Issue 31: a round is one transaction whatever raises, and the cases a red team broke in
+loading, diagnostics and the adapters; each test failed before its fix."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from boost_helpers import regression_stream
+from torch import nn
+
+from torchboost import OGB, SGB, StagewiseGB, TwoLayerNet
+from torchboost.testing import assert_same
+
+
+def test_load_state_dict_with_assign_is_refused_and_changes_nothing():
+    """assign=True replaced the parameters under the optimizers: the booster never learnt
+    again while its rounds kept counting."""
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    booster.learn(torch.randn(8, 3), torch.randn(8))
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(ValueError, match="assign=True"):
+        booster.load_state_dict(copy.deepcopy(before), assign=True)
+    assert_same(booster.state_dict(), before)
+
+
+def test_edges_of_learners_that_never_trained_are_zero_not_perfect():
+    torch.manual_seed(0)
+    gb = StagewiseGB(lambda: TwoLayerNet(3, 4), n_learners=3)
+    assert gb.diagnostics()["edge"].tolist() == [0.0, 0.0, 0.0]
+    x, y = regression_stream(64, d=3)
+    gb.learn(x, y)
+    edges = gb.diagnostics()["edge"]
+    assert edges[1:].tolist() == [0.0, 0.0] and edges[0] != 0
+
+
+def test_ogb_radius_warning_turned_into_an_error_rolls_the_round_back():
+    torch.manual_seed(0)
+    booster = OGB(lambda: nn.Linear(3, 1), n_learners=4, standardize=False)
+    before = copy.deepcopy(booster.state_dict())
+    x, y = torch.randn(16, 3), 10 + torch.randn(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="radius"):
+            booster.learn(x, y)
+    assert_same(booster.state_dict(), before)
+    assert (booster.rounds, booster._radius_warned) == (0, False)
+    with pytest.warns(UserWarning, match="radius"):  # warned, as the first round should
+        booster.learn(x, y)
+
+
+def test_partial_fit_after_a_cosine_fit_is_refused_instead_of_learning_at_rate_zero():
+    from torchboost.sklearn import SGBRegressor
+
+    X, y = np.random.default_rng(0).normal(size=(64, 3)), np.random.default_rng(1).normal(
+        size=64)
+    model = SGBRegressor(n_learners=2, max_passes=1, lr_schedule="cosine", optimizer="adam",
+                         n_threads=1).fit(X, y)
+    state = copy.deepcopy(model.booster_.state_dict())
+    with pytest.raises(ValueError, match="rate reached 0"):
+        model.partial_fit(X[:8], y[:8])
+    assert_same(model.booster_.state_dict(), state)
+    default = SGBRegressor(n_learners=2, max_passes=1, n_threads=1).fit(X, y)
+    rounds = default.booster_.rounds
+    default.partial_fit(X[:8], y[:8])  # schedule-free: nothing decays, the stream goes on
+    assert default.booster_.rounds == rounds + 1
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_a_schedule_shorter_than_the_stream_raises_and_changes_nothing(mode):
+    """OneCycleLR past total_steps raised after the parameters, the optimizer state and the
+    standardiser had moved, and again on every later call."""
+    from functools import partial
+
+    from torch.optim.lr_scheduler import OneCycleLR
+
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2, mode=mode,
+                  optimizer=torch.optim.Adam,
+                  lr_scheduler=partial(OneCycleLR, max_lr=0.05, total_steps=3))
+    x, y = regression_stream(64, d=3)
+    for t in range(3):
+        booster.learn(x[t * 8:(t + 1) * 8], y[t * 8:(t + 1) * 8])
+    before = copy.deepcopy(booster.state_dict())
+    for _ in range(2):
+        with pytest.raises(ValueError, match="total"):
+            booster.learn(x[24:32], y[24:32])
+        assert_same(booster.state_dict(), before)
+    assert booster.rounds == 3
+
+
+def _sk_cases():
+    import pandas as pd
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    return {
+        "sparse X": (sp.csr_matrix(X), y, {}, "sparse"),
+        "column names of mixed types": (pd.DataFrame(X, columns=["a", 1, "c"]), y, {},
+                                        "str"),
+        "a datetime column": (pd.DataFrame({"a": X[:, 0], "t": pd.date_range(
+            "2020", periods=40)}), y, {}, "not numbers"),
+        "text regression targets": (X, np.array(["a"] * 40), {}, "numbers"),
+        "device tpu": (X, y, {"device": "tpu"}, "device"),
+        "device meta": (X, y, {"device": "meta"}, "meta"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_sk_cases()))
+def test_scikit_learn_names_what_it_cannot_take(case):
+    """Issue 31: these raised raw TypeError, UFuncTypeError or RuntimeError."""
+    from torchboost.sklearn import SGBRegressor
+
+    X, y, options, words = _sk_cases()[case]
+    model = SGBRegressor(n_learners=2, max_passes=1, n_threads=1, **options)
+    with pytest.raises(ValueError, match=words):
+        model.fit(X, y)
+    assert not hasattr(model, "booster_")
+    if not options:
+        with pytest.raises(ValueError, match=words):
+            model.partial_fit(X, y)
+
+
+def test_a_classifier_names_none_among_its_labels():
+    from torchboost.sklearn import SGBClassifier
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(ValueError, match="None"):
+        SGBClassifier(n_learners=2, max_passes=1).fit(X, np.array([0, 1, None, 1] * 10,
+                                                                  dtype=object))
