@@ -26,7 +26,14 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from torchboost.boosters.registry import BOOSTERS, BoosterSpec
-from torchboost.testing import assert_same, example_batch, example_booster
+from torchboost.testing import (
+    ROUND_POINTS,
+    assert_same,
+    check_raise_anywhere_restores_everything,
+    example_batch,
+    example_booster,
+    raise_in_round,
+)
 
 SPECS = sorted(BOOSTERS.values(), key=lambda spec: spec.name)
 NON_FINITE = [float("nan"), float("inf"), float("-inf")]
@@ -432,3 +439,36 @@ def test_the_suite_covers_every_registered_booster() -> None:
         warnings.simplefilter("ignore")
         for spec in SPECS:
             assert _trained(spec).rounds == 1
+
+
+# --- issue 31: raise anywhere in a round --------------------------------------------------------
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+@quiet
+@given(point=st.sampled_from(ROUND_POINTS), interrupt=st.booleans(), rounds=st.integers(0, 2))
+def test_a_round_that_raises_anywhere_changes_nothing(spec: BoosterSpec, point: str,
+                                                      interrupt: bool, rounds: int) -> None:
+    """Wherever a round fails (the learners' forward, their objective, backward, after the
+    optimizer step, a hook, the schedule) and whatever it raises (an error, Ctrl-C), the booster
+    is bitwise as it was and its next round equals an uninterrupted twin's."""
+    check_raise_anywhere_restores_everything(spec, point, interrupt, rounds)
+
+
+@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+@quiet
+@given(point=st.sampled_from([p for p in ROUND_POINTS if p != "schedule"]),
+       interrupt=st.booleans())
+def test_an_estimator_round_that_raises_anywhere_changes_nothing(kind: str, point: str,
+                                                                 interrupt: bool) -> None:
+    estimator, twin = copy.deepcopy(_fitted(kind)), copy.deepcopy(_fitted(kind))
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(16, 3))
+    y = np.where(X[:, 0] > 0, "a", "b") if kind == "classifier" else X[:, 0]
+    before = _estimator_state(estimator)
+    remove = raise_in_round(estimator.booster_, point, interrupt)
+    with pytest.raises((Exception, KeyboardInterrupt), match="injected"):
+        estimator.partial_fit(X, y)
+    remove()
+    assert_same(before, _estimator_state(estimator), f"{kind} after a failure at {point}")
+    estimator.partial_fit(X, y)
+    twin.partial_fit(X, y)
+    assert_same(_estimator_state(twin), _estimator_state(estimator), f"{kind}: the next round")

@@ -23,7 +23,13 @@ Adam at 0.05, seeded) and streams a few seeded batches of 16 rows (real labels f
 * :func:`check_schedule_steps_once_per_round` — ``lr_scheduler=`` steps once per round;
 * :func:`check_seeded_runs_are_identical` — the same seed, the same batches: the same state;
 * :func:`check_options_are_recorded` — a class adding constructor options declares the
-  ``config_keys`` that save them with the state.
+  ``config_keys`` that save them with the state;
+* :func:`check_export_equals_predict` — ``export()`` equals ``predict`` (all learners and the
+  first), or refuses with a ``ValueError`` for a booster without ``combination_weights``;
+* :func:`check_raise_anywhere_restores_everything` — whatever raises in a round (the learners'
+  forward, their objective, backward, after the optimizer step, ``after_step``, the schedule;
+  ``KeyboardInterrupt`` too, :func:`raise_in_round`), the booster is bitwise as it was and its
+  next round equals that of a twin that never failed.
 """
 
 from __future__ import annotations
@@ -40,11 +46,24 @@ from torchboost.boosters.base import Booster
 from torchboost.boosters.guards import DivergenceError
 from torchboost.boosters.registry import BoosterSpec
 
-__all__ = ["CHECKS", "assert_same", "check_bad_input_changes_nothing", "check_booster",
-           "check_failed_round_restores_everything", "check_learn_returns_scores",
-           "check_options_are_recorded",
-           "check_schedule_steps_once_per_round", "check_seeded_runs_are_identical",
-           "check_state_dict_resumes_exactly", "example_batch", "example_booster"]
+__all__ = [
+    "CHECKS",
+    "ROUND_POINTS",
+    "assert_same",
+    "check_bad_input_changes_nothing",
+    "check_booster",
+    "check_export_equals_predict",
+    "check_failed_round_restores_everything",
+    "check_learn_returns_scores",
+    "check_options_are_recorded",
+    "check_raise_anywhere_restores_everything",
+    "check_schedule_steps_once_per_round",
+    "check_seeded_runs_are_identical",
+    "check_state_dict_resumes_exactly",
+    "example_batch",
+    "example_booster",
+    "raise_in_round",
+]
 
 _FEATURES, _CLASSES, _BATCH = 3, 3, 16
 
@@ -253,12 +272,147 @@ def check_options_are_recorded(spec: BoosterSpec) -> None:
         "the attributes that hold these options in config_keys")
 
 
+def check_export_equals_predict(spec: BoosterSpec) -> None:
+    """A booster whose prediction is ``y^0 + Σ w_i h_i`` (``combination_weights``) exports a
+    module equal to ``predict``, for all learners and the first one (anytime); any other
+    refuses to export with a ``ValueError``."""
+    booster = example_booster(spec)
+    for seed in range(3):
+        booster.learn(*example_batch(spec, seed))
+    x, _ = example_batch(spec, 7)
+    if booster.combination_weights(booster.prediction_learners) is None:
+        try:
+            booster.export()
+        except ValueError:
+            return
+        raise AssertionError(f"{spec.name}: exported without combination_weights")
+    with torch.no_grad():
+        for k in (None, 1):
+            module = booster.export(n_learners=k)
+            gap = float((module(x) - booster.predict(x, k)).abs().max())
+            assert gap <= 1e-5 * max(1.0, float(booster.predict(x, k).abs().max())), (
+                f"{spec.name}: export(n_learners={k}) differs from predict by {gap:.3g} "
+                "(combination_weights must give predict's weights of the learners' outputs)")
+
+
+#: where :func:`raise_in_round` can make a round fail
+ROUND_POINTS = ("forward", "objective", "backward", "optimizer_step", "after_step", "schedule")
+
+
+class _Injected(Exception):
+    """The failure :func:`raise_in_round` injects (or KeyboardInterrupt)."""
+
+
+def raise_in_round(booster: Booster, point: str, interrupt: bool = False) -> Callable[[], None]:
+    """Make the next rounds of ``booster`` raise at ``point`` (:data:`ROUND_POINTS`; a
+    ``KeyboardInterrupt`` with ``interrupt``): the learners' forward, the learners' objective,
+    their backward pass, after the optimizer step has moved the parameters, the booster's
+    ``after_step`` hook, or its schedule's step (boosters built with ``lr_scheduler``). Returns
+    the function that removes the failure."""
+    error: type[BaseException] = KeyboardInterrupt if interrupt else _Injected
+
+    def fail(*_: Any, **__: Any) -> Any:
+        raise error(f"injected at {point}")
+
+    if point in ("forward", "objective", "after_step"):
+        engine = booster.learners.engine
+        patched = {"forward": [(engine, "forward"), (engine, "forward_one")],
+                   "objective": [(booster, "learner_objective"), (booster, "learner_targets")],
+                   "after_step": [(booster, "after_step")]}[point]
+        saved = [(owner, name, name in vars(owner), vars(owner).get(name))
+                 for owner, name in patched]
+        for owner, name in patched:
+            object.__setattr__(owner, name, fail)
+
+        def remove() -> None:
+            for owner, name, had, original in saved:
+                if had:
+                    object.__setattr__(owner, name, original)
+                else:
+                    object.__delattr__(owner, name)
+        return remove
+    if point == "backward":  # a hook on the learners' outputs: it runs inside backward()
+        learners = booster.learners
+        step_outputs = learners.step_outputs
+
+        def failing_step(outputs: Tensor, *args: Any, **kwargs: Any) -> None:
+            outputs.register_hook(fail)
+            step_outputs(outputs, *args, **kwargs)
+
+        object.__setattr__(learners, "step_outputs", failing_step)
+        return lambda: object.__delattr__(learners, "step_outputs")
+    if point == "optimizer_step":  # after the step has moved the parameters
+        handles = [opt.register_step_post_hook(fail) for opt in booster.learners.optimizers]
+
+        def remove_hooks() -> None:
+            for handle in handles:
+                handle.remove()
+        return remove_hooks
+    if point == "schedule":
+        schedulers = booster.learners.schedulers
+        if not schedulers:
+            raise ValueError("point='schedule' needs a booster built with lr_scheduler")
+        steps = [s.step for s in schedulers]
+        for scheduler in schedulers:
+            scheduler.step = fail  # type: ignore[method-assign]
+
+        def restore_steps() -> None:
+            for scheduler, step in zip(schedulers, steps, strict=True):
+                scheduler.step = step  # type: ignore[method-assign]
+        return restore_steps
+    raise ValueError(f"point must be one of {ROUND_POINTS}, got {point!r}")
+
+
+def _constant_schedule(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, _one)
+
+
+def _one(_: int) -> float:
+    return 1.0
+
+
+def check_raise_anywhere_restores_everything(spec: BoosterSpec, point: str | None = None,
+                                             interrupt: bool = False, rounds: int = 1) -> None:
+    """Whatever raises in a round (every point of :func:`raise_in_round`, or ``point`` alone;
+    ``KeyboardInterrupt`` with ``interrupt``) after ``rounds`` good rounds, the booster is
+    bitwise as it was (state, optimizer state, plain attributes, counters) and its next round
+    equals that of a twin that never failed."""
+    for where in ROUND_POINTS if point is None else (point,):
+        options = {"lr_scheduler": _constant_schedule} if where == "schedule" else {}
+        booster, twin = (example_booster(spec, **options) for _ in range(2))
+        for seed in range(rounds):
+            booster.learn(*example_batch(spec, seed))
+            twin.learn(*example_batch(spec, seed))
+        for model in (booster, twin):  # mode="auto" settled, as after any first round
+            model.learners.probe(example_batch(spec, rounds)[0])
+        state, optimizers = _state(booster), _optimizer_states(booster)
+        plain = _plain_attributes(booster)
+        remove = raise_in_round(booster, where, interrupt)
+        try:
+            booster.learn(*example_batch(spec, rounds))
+        except (_Injected, KeyboardInterrupt):
+            pass
+        else:
+            raise AssertionError(f"{spec.name}: the failure at {where} did not raise")
+        finally:
+            remove()
+        what = f"{spec.name}: after a failure at {where}"
+        assert_same(state, _state(booster), f"{what}, the state")
+        assert_same(optimizers, _optimizer_states(booster), f"{what}, the optimizer state")
+        for name, value in _plain_attributes(booster).items():
+            assert_same(plain.get(name), value, f"{what}, the plain attribute {name!r}")
+        assert_same(booster.learn(*example_batch(spec, rounds)),
+                    twin.learn(*example_batch(spec, rounds)), f"{what}, the next round")
+        assert_same(_state(booster), _state(twin), f"{what}, the state after the next round")
+
+
 #: Every check, in order.
 CHECKS: tuple[Callable[[BoosterSpec], None], ...] = (
     check_learn_returns_scores, check_bad_input_changes_nothing,
     check_failed_round_restores_everything, check_state_dict_resumes_exactly,
     check_schedule_steps_once_per_round, check_seeded_runs_are_identical,
-    check_options_are_recorded)
+    check_options_are_recorded, check_export_equals_predict,
+    check_raise_anywhere_restores_everything)
 
 
 def check_booster(spec: BoosterSpec) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 from torchboost.harness.configs import ExperimentConfig
+from torchboost.lightning.module import quiet_streaming_notices
 
 __all__ = ["DEMO", "format_summary", "main"]
 
@@ -46,8 +46,7 @@ def _quiet_lightning() -> None:
     why a fit stopped) and none of the warnings that do not concern a streaming run (a
     ``validation_step`` without validation data, a deprecation inside Lightning)."""
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message="You defined a `validation_step` but have no")
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    quiet_streaming_notices()
 
 
 def _run(config: ExperimentConfig, out: Path) -> None:

@@ -15,6 +15,7 @@ from torchboost.lightning.evaluation import (
     HeldOutEvaluator,
     Transform,
     booster_hparams,
+    has_weak_learners,
     learner_values,
 )
 from torchboost.lightning.module import StreamingBoosterModule
@@ -78,22 +79,29 @@ class StreamingCallback(pl.Callback):
         eval_batch_size: examples per forward pass during evaluation.
         eval_growth: evaluate also whenever compute has grown by this factor (``> 1``) since the
             last evaluation, for early points on log-scale plots; ``None``: multiples only.
-        transform: applied to held-out features at each evaluation, e.g. the training
-            :class:`~torchboost.data.DataStream`'s ``transform`` (standardisation with statistics
-            of the training stream only).
+        transform: applied to held-out features at each evaluation. Default ``"stream"``: the
+            training stream's own ``transform`` (a :class:`~torchboost.data.DataStream` that
+            standardises its batches: the held-out set is standardised alike, with statistics
+            of the training stream only), nothing for a stream without one; ``None``: the
+            held-out features are given in the units the booster is fed.
         history_path: where to write the JSON summary at the end of training.
         hparams: the run's configuration for the HParams tab (added to, and overriding,
             :func:`~torchboost.lightning.booster_hparams`); ``log_hparams=False`` logs none.
     """
 
     def __init__(self, test_x: Tensor, test_y: Tensor, eval_every_units: float, *,
-                 eval_batch_size: int = 4096, transform: Transform | None = None,
+                 eval_batch_size: int = 4096, transform: Transform | str | None = "stream",
                  eval_growth: float | None = None,
                  history_path: str | Path | None = None,
                  hparams: Mapping[str, Any] | None = None, log_hparams: bool = True) -> None:
         super().__init__()
+        if isinstance(transform, str) and transform != "stream":
+            raise ValueError(f"transform must be a callable, 'stream' or None, got {transform!r}")
+        #: take the training stream's transform when training starts
+        self._stream_transform = transform == "stream"
         self.evaluator = HeldOutEvaluator(test_x, test_y, eval_every_units,
-                                          batch_size=eval_batch_size, transform=transform,
+                                          batch_size=eval_batch_size,
+                                          transform=None if self._stream_transform else transform,
                                           growth=eval_growth)
         self.history_path = Path(history_path) if history_path is not None else None
         self.hparams = dict(hparams or {})
@@ -107,6 +115,9 @@ class StreamingCallback(pl.Callback):
                             f"{type(pl_module).__name__}")
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._stream_transform:  # the held-out set in the units the stream feeds
+            stream_transform = getattr(trainer.train_dataloader, "transform", None)
+            self.evaluator.transform = stream_transform if callable(stream_transform) else None
         if not self.history:
             self._evaluate(trainer, pl_module)
 
@@ -123,13 +134,14 @@ class StreamingCallback(pl.Callback):
         if self.history[-1]["units"] != float(booster.compute_units):
             self._evaluate(trainer, pl_module)
         self.anytime = []
-        for k in range(1, booster.n_learners + 1):
+        for k in range(1, booster.n_learners + 1 if has_weak_learners(booster) else 1):
             scores = self.evaluator.scores(booster, n_learners=k)
             self.anytime.append({"n_learners": k, **scores})
             log_scalars(trainer.loggers, {tag("anytime", key): value
                                           for key, value in scores.items()}, step=k)
-        log_figure(trainer.loggers, "anytime/curve", lambda: anytime_figure(self.anytime),
-                   step=booster.compute_units)
+        if self.anytime:
+            log_figure(trainer.loggers, "anytime/curve", lambda: anytime_figure(self.anytime),
+                       step=booster.compute_units)
         for name, vector in learner_values(booster).items():
             for i, value in enumerate(vector, start=1):
                 log_scalars(trainer.loggers, {tag("learner_profile", name): value}, step=i)

@@ -8,6 +8,7 @@ units compare methods at equal training compute, whatever their number of passes
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters import Booster
+from torchboost.learners import WeakLearners
 from torchboost.lightning.scalars import tag
 
 __all__ = [
@@ -41,7 +43,8 @@ def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int
     """
     if len(x) == 0:
         raise ValueError("empty held-out set")
-    device = booster.y0_fixed.device
+    device = next(itertools.chain(booster.parameters(), booster.buffers()),
+                  torch.zeros(0)).device  # any model of the protocol, not only a Booster
     totals: dict[str, float] = {}
     for start in range(0, len(x), batch_size):
         x_part, y_part = x[start:start + batch_size], y[start:start + batch_size]
@@ -53,11 +56,21 @@ def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int
     return {key: value / len(x) for key, value in totals.items()}
 
 
+def has_weak_learners(model: Any) -> bool:
+    """Whether ``model`` boosts weak learners (a :class:`~torchboost.WeakLearners` container):
+    the per-learner curves and the anytime curve apply to it."""
+    return isinstance(getattr(model, "learners", None), WeakLearners)
+
+
 def learner_values(booster: Booster) -> dict[str, list[float]]:
     """Per-learner quantities, name → ``N`` values (learner ``i`` at index ``i − 1``): every
     per-learner tensor of :meth:`~torchboost.boosters.base.Booster.diagnostics` (``edge`` γ_i,
     ``target_norm``, ``fit_error``, OGB's ``sigma`` σ_i, a learned ``step`` η_i) and ``lr``,
-    each learner's learning rate (one fused optimizer in stacked mode: the same for all)."""
+    each learner's learning rate (one fused optimizer in stacked mode: the same for all).
+    Empty for a model without weak learners (the chaining family's
+    :class:`~torchboost.chaining.ChainingBooster`)."""
+    if not has_weak_learners(booster):
+        return {}
     n = booster.n_learners
     values: dict[str, list[float]] = {}
     for name, tensor in booster.diagnostics().items():
@@ -76,7 +89,9 @@ def booster_hparams(booster: Booster) -> dict[str, Any]:
     """A booster's configuration for TensorBoard's HParams tab: its class, loss, number of
     learners, learner engine (stacked/loop), optimizer and learning rate (under a schedule, the
     rate it started from, and the schedule), and its step (``η``, ``"learned"``) and targets
-    where it has them."""
+    where it has them (a model without weak learners: its class and loss)."""
+    if not has_weak_learners(booster):
+        return {"booster": type(booster).__name__, "loss": booster.loss.name}
     optimizers = booster.learners.optimizers
     group = optimizers[0].param_groups[0] if optimizers else {}
     params: dict[str, Any] = {"booster": type(booster).__name__, "loss": booster.loss.name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -33,6 +34,18 @@ def _signature_kept(function: Callable[..., Any]) -> Callable[..., Any]:
     ``__signature__`` without parsing the function again."""
     function.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
     return function
+
+
+def quiet_streaming_notices() -> None:
+    """Silence the two notices every streaming run printed that concern none (issue 31):
+    Lightning's "validation_step but no val_dataloader" (this module defines
+    :meth:`StreamingBoosterModule.validation_step` for the runs that have validation data; a
+    stream has none) and torch's deprecation of ``isinstance(treespec, LeafSpec)``, raised
+    inside Lightning. Two message filters, added once when a module is built (adding one again
+    moves it, no copies); every other warning is untouched."""
+    warnings.filterwarnings("ignore", message="You defined a `validation_step` but have no "
+                            "`val_dataloader`", category=UserWarning)
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 class StreamingBoosterModule(pl.LightningModule):
@@ -130,6 +143,7 @@ class StreamingBoosterModule(pl.LightningModule):
 
     def __init__(self, booster: StreamingModel) -> None:
         super().__init__()
+        quiet_streaming_notices()
         missing = missing_members(booster)
         if not isinstance(booster, torch.nn.Module) or missing:
             raise TypeError(f"booster must be an nn.Module with the streaming-model protocol "
