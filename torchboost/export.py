@@ -39,7 +39,7 @@ Examples:
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -48,9 +48,6 @@ from torch.func import functional_call, vmap
 from torchboost.learners.stacked import StackedEngine
 from torchboost.learners.stacked_sequential import sequential_plan, stacked_sequential
 from torchboost.params import integer
-
-if TYPE_CHECKING:
-    from torchboost.boosters.base import Booster
 
 __all__ = ["BoosterInference", "export_booster"]
 
@@ -134,13 +131,17 @@ class BoosterInference(nn.Module):
 
 
 @torch.no_grad()
-def export_booster(booster: Booster, n_learners: int | None = None, output: Output = "scores",
+def export_booster(booster: Any, n_learners: int | None = None, output: Output = "scores",
                    *, inputs: tuple[Tensor, Tensor] | None = None,
                    outputs: tuple[Tensor, Tensor] | None = None) -> BoosterInference:
     """The module that computes ``booster.predict(x, n_learners)`` (or its probabilities or
-    labels, ``output``) as plain torch; see the module docstring. ``inputs = (mean, scale)``
-    standardises the features before the booster sees them, ``outputs = (mean, scale)`` maps
-    its scores back (the scikit-learn estimators' own scaling), both folded into the module."""
+    labels, ``output``) of a :class:`~torchboost.boosters.base.Booster` as plain torch (typed
+    ``Any`` here: this module sits below the boosters, which reach it through
+    :meth:`~torchboost.boosters.base.Booster.export`, and reads their public hooks,
+    ``combination_weights`` and ``prediction_learners``); see the module docstring.
+    ``inputs = (mean, scale)`` standardises the features before the booster sees them,
+    ``outputs = (mean, scale)`` maps its scores back (the scikit-learn estimators' own
+    scaling), both folded into the module."""
     if output not in ("scores", "proba", "label"):
         raise ValueError(f"output must be 'scores', 'proba' or 'label', got {output!r}")
     if output != "scores" and not booster.loss.is_classifier:

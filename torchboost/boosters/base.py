@@ -36,6 +36,7 @@ from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.transaction import RoundTransaction
 from torchboost.distributed import Synchronizer
+from torchboost.export import export_booster
 from torchboost.inputs import check_features
 from torchboost.learners import LearnerSource, Prodigy, WeakLearners
 from torchboost.learners.averaging import is_schedule_free
@@ -215,8 +216,7 @@ class Booster(nn.Module, ABC):
         """:meth:`predict` as a plain ``nn.Module`` to deploy (:func:`torchboost.export.
         export_booster`): no checks or guards, ready for ``torch.export``, ``torch.compile`` and
         ONNX."""
-        from torchboost.export import export_booster
-        return export_booster(self, n_learners, output)  # type: ignore[arg-type]
+        return export_booster(self, n_learners, output)
 
     # --- the algorithm-specific pieces -------------------------------------------------------
     @abstractmethod
@@ -269,12 +269,11 @@ class Booster(nn.Module, ABC):
         """
         if sync is not None:
             if not self.supports_distributed:
-                from torchboost.boosters.registry import BOOSTERS  # (it imports this module)
-                able = sorted({spec.cls.__name__ for spec in BOOSTERS.values()
-                               if spec.cls.supports_distributed})
                 raise ValueError(f"{type(self).__name__} runs its own round (its per-round state "
                                  "is not synchronised across processes); data-parallel training "
-                                 f"supports {', '.join(able)}")
+                                 "needs a booster whose class sets supports_distributed = True "
+                                 "(SGB and its variants, OGB, ConvexHullOGB, ResidualSGB and "
+                                 "SingleLearner among the library's)")
             if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
                    for m in self.learners.modules()):
                 raise ValueError("weak learners with BatchNorm running statistics would update "
