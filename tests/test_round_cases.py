@@ -133,3 +133,55 @@ def test_a_classifier_names_none_among_its_labels():
     with pytest.raises(ValueError, match="None"):
         SGBClassifier(n_learners=2, max_passes=1).fit(X, np.array([0, 1, None, 1] * 10,
                                                                   dtype=object))
+
+
+def test_a_stall_warning_turned_into_an_error_rolls_the_round_back():
+    """Red team (issue 31): under -W error the BoostingStallWarning escaped learn() after the
+    round had been committed (rounds, parameters and the monitor's 'warned' had moved)."""
+    from torchboost import BoostingStallWarning
+
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randn(8)
+    booster = SGB(lambda: TwoLayerNet(4, 5), n_learners=3, optimizer_kwargs={"lr": 1e-12},
+                  stall_window=8)
+    for _ in range(20):
+        before = copy.deepcopy(booster.state_dict())
+        rounds = booster.rounds
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                booster.learn(x, y)
+        except BoostingStallWarning:
+            assert_same(before, booster.state_dict())
+            assert booster.rounds == rounds and not booster.stall.warned
+            break
+    else:
+        raise AssertionError("no stall warning in 20 rounds")
+    with pytest.warns(BoostingStallWarning):  # it warns again, as the round should
+        booster.learn(x, y)
+
+
+def test_the_auto_mode_fall_back_warning_turned_into_an_error_changes_nothing():
+    """Red team (issue 31): learn() raised the fall-back warning after the learners had been
+    rebuilt as a loop."""
+
+    class ItemNet(nn.Module):  # .item() on a learner tensor: cannot run under vmap
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, :1] if self.linear.weight.sum().item() > 1e9 else self.linear(x)
+
+    torch.manual_seed(0)
+    booster = SGB(ItemNet, n_learners=2)
+    before = copy.deepcopy(booster.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="falls back"):
+            booster.learn(torch.randn(8, 4), torch.randn(8))
+    assert booster.learners.mode == "stacked"
+    assert_same(before, booster.state_dict())
+    with pytest.warns(UserWarning, match="falls back"):
+        booster.learn(torch.randn(8, 4), torch.randn(8))
+    assert booster.learners.mode == "loop"

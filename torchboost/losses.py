@@ -12,7 +12,7 @@ binary) or ``(B,)`` (class indices for :class:`SoftmaxCrossEntropy`). It gives
   Friedman, Hastie & Tibshirani 2000; XGBoost, Chen & Guestrin 2016);
 * the constants the algorithms need: strong convexity ``λ`` and smoothness ``β`` (SGB, Hu et al.
   2017, Thm. 5.1/5.2) and, on the ball of radius ``b``, OGB's ``L_b``, ``β_b`` and ``ε_b``
-  (Beygelzimer et al. 2015, Sec. 3.1; the table in ``NOTES.md``). The OGB constants assume labels
+  (Beygelzimer et al. 2015, Sec. 3.1, and its table of losses). The OGB constants assume labels
   and base predictions in ``[−1, 1]`` as in that table.
 
 Values and gradients are computed in numerically stable forms (softplus and sigmoid for the

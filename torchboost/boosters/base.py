@@ -321,14 +321,15 @@ class Booster(nn.Module, ABC):
                     output_grad = output_grad * (x.shape[0] / self._round_size)
                 round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
             self.after_step(plan.h, plan.partials, z)
-            self.learners.step_schedules(plan.index)  # last: it raises, or the round stands
+            self.learners.step_schedules(plan.index)
+            if self.stall is not None:  # a warning made an error (-W error) rolls back too
+                with self.stall.all_or_nothing():
+                    symptoms = self.stall.update(plan.partials, z, self.sync,
+                                                 self._round_size, self.learners.parameters)
+                    if symptoms:  # the hint reads the steps: only for a warning
+                        self.stall.warn(symptoms, self._stall_hint())
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         self._set_plain(_round_labels=labels)
-        if self.stall is not None:
-            symptoms = self.stall.update(plan.partials, z, self.sync, self._round_size,
-                                         self.learners.parameters)
-            if symptoms:  # the hint reads the steps: only for a warning
-                self.stall.warn(symptoms, self._stall_hint())
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
 
     def stepping_learner(self) -> int | None:

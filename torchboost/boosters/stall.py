@@ -44,7 +44,8 @@ loss's scale.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -200,6 +201,19 @@ class StallMonitor(nn.Module):
             return self.loss.value(scores, z)
         return (scores.argmax(-1) != z).to(torch.float64)
 
+    @contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Inside a round: if the block raises (a stall warning turned into an error), the
+        monitor's plain state goes back to what it was (its sums are buffers, which the round's
+        transaction restores)."""
+        saved, window = self.get_extra_state(), self.last_window
+        try:
+            yield
+        except BaseException:
+            self.set_extra_state(saved)
+            self.last_window = window
+            raise
+
     def get_extra_state(self) -> dict[str, object]:
         return {"seen": self.seen, "in_window": self.in_window, "last_ratio": self.last_ratio,
                 "warned": self.warned, "moved": self.moved, "reference": self.reference,
@@ -259,6 +273,6 @@ class StallMonitor(nn.Module):
         confirmed, naming all of them; later ones are only flagged."""
         if self.warned or not symptoms:
             return
-        self.warned = True
         text = "; and ".join(self.message(symptom, hint) for symptom in symptoms)
         warnings.warn(text, BoostingStallWarning, stacklevel=4)
+        self.warned = True  # after: a warning turned into an error rolls the round back

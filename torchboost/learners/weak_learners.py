@@ -187,6 +187,10 @@ class WeakLearners(nn.Module):
         if any(state for opt in self.engine.optimizers for state in opt.state.values()):
             raise ValueError(f"the learners cannot run stacked ({reason}) and their optimizer "
                              "state is not empty; build the booster with mode='loop'")
+        if reason is not None:  # first: a warning turned into an error leaves them stacked
+            warnings.warn(f"mode='auto' falls back to mode='loop': the learners cannot run "
+                          f"stacked under vmap ({reason}); pass mode='loop' to skip this probe",
+                          stacklevel=4)
         training = self.training
         modules = [self.engine.learner(i) for i in range(self.n_learners)]
         self.engine = LoopEngine(modules, self.optimizer_spec)
@@ -194,10 +198,6 @@ class WeakLearners(nn.Module):
         self.mode = "loop"
         self._probe_pending = False
         self.train(training)
-        if reason is not None:
-            warnings.warn(f"mode='auto' falls back to mode='loop': the learners cannot run "
-                          f"stacked under vmap ({reason}); pass mode='loop' to skip this probe",
-                          stacklevel=4)
 
     def adopt_mode(self, mode: str) -> None:
         """Before loading a state saved in ``mode``: an auto-stacked container not yet probed
