@@ -185,3 +185,73 @@ def test_the_auto_mode_fall_back_warning_turned_into_an_error_changes_nothing():
     with pytest.warns(UserWarning, match="falls back"):
         booster.learn(torch.randn(8, 4), torch.randn(8))
     assert booster.learners.mode == "loop"
+
+
+# --- red team (issue 31): raw errors that are now ValueErrors in our words -----------------------
+def _red_team_calls():
+    from functools import partial
+
+    from torch.optim.lr_scheduler import CosineAnnealingLR
+
+    from torchboost.boosters.registry import register_booster
+
+    def net():
+        return TwoLayerNet(4, 5)
+
+    return {
+        "a scheduler factory missing its arguments": lambda: SGB(
+            net, n_learners=2, lr_scheduler=partial(CosineAnnealingLR)),
+        "an unknown optimizer keyword": lambda: SGB(net, n_learners=2,
+                                                    optimizer_kwargs={"bogus": 1}),
+        "a learned step's rate of text": lambda: SGB(net, n_learners=2, step="learned",
+                                                     step_lr="a"),
+        "register_booster of a name": lambda: register_booster("my_booster"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_red_team_calls()))
+def test_red_team_constructor_cases_are_value_errors(case):
+    with pytest.raises(ValueError):
+        _red_team_calls()[case]()
+
+
+def test_red_team_estimator_cases_are_value_errors_and_keep_no_fit():
+    from torchboost.river import SGBRegressor as RiverRegressor
+    from torchboost.sklearn import SGBClassifier, SGBRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(32, 3)), rng.normal(size=32)
+    for model in (SGBRegressor(n_learners=2, max_passes=1, booster_kwargs={"bogus": 1}),
+                  SGBRegressor(n_learners=2, max_passes=1, learner=5),
+                  SGBRegressor(n_learners=2, max_passes=1, standardize="no")):
+        with pytest.raises(ValueError):
+            model.fit(X, y)
+        assert not hasattr(model, "booster_")
+    with pytest.raises(ValueError, match="sortable"):
+        SGBClassifier(n_learners=2).partial_fit(X[:4], np.array([0, 1, 0, 1]),
+                                                classes=[0, 1, None])
+    with pytest.raises(ValueError, match="sortable"):
+        SGBClassifier(n_learners=2, max_passes=1).fit(X, np.array(["a", 1] * 16, dtype=object))
+    river = RiverRegressor(n_learners=2)
+    river.learn_one({"a": 1.0}, 1.0)
+    with pytest.raises(ValueError, match="dict"):
+        river.learn_one([1.0], 1.0)
+
+
+def test_malformed_states_are_value_errors_and_load_nothing():
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(4, 5), n_learners=2)
+    state = copy.deepcopy(booster.state_dict())
+    for bad in (None, [1, 2], {**state, "_extra_state": 5},
+                {**state, "learners._extra_state": {"mode": "stacked"}}):
+        with pytest.raises(ValueError):
+            booster.load_state_dict(bad)
+        assert_same(booster.state_dict(), state)
+
+
+def test_multiclass_edges_before_any_example_are_zero():
+    from torchboost.boosters.registry import BOOSTERS
+    from torchboost.testing import example_booster
+
+    for name in ("adaboost_olm", "oza_boost", "online_mbbm"):
+        assert example_booster(BOOSTERS[name]).diagnostics()["edge"].tolist() == [0.0] * 3

@@ -181,8 +181,18 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         kwargs["targets"] = "newton"
     kwargs.update(booster_kwargs or {})
     target = _checked_device(device)
+    if learner is not None and not callable(learner):
+        raise ValueError(f"learner must be a factory learner(n_features, n_outputs) -> "
+                         f"nn.Module, got {learner!r}")
+    if booster_kwargs is not None and not isinstance(booster_kwargs, dict):
+        raise ValueError(f"booster_kwargs must be a dict of the booster's keyword arguments, "
+                         f"got {booster_kwargs!r}")
     with _building(torch_dtype(dtype), seed):
-        built = cls(factory, loss, **kwargs)
+        try:
+            built = cls(factory, loss, **kwargs)
+        except TypeError as error:  # an option the booster does not take
+            raise ValueError(f"{cls.__name__} cannot be built with booster_kwargs="
+                             f"{booster_kwargs!r}: {error}") from error
     return built.to(target)
 
 

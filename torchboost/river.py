@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,13 @@ __all__ = ["SGBClassifier", "SGBRegressor"]
 #: the types of the values learn_one's fast path takes as they are (others are checked one by
 #: one, which refuses text even where float() would parse it)
 _NUMBERS = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
+
+
+def _check_mapping(x: Any) -> None:
+    """river's examples are dicts of feature name → value."""
+    if not isinstance(x, Mapping):
+        raise ValueError(f"an example must be a dict of feature name -> value (river's "
+                         f"convention), got a {type(x).__name__}")
 
 
 def _plain_floats(values: Sequence[Any], limit: float) -> list[float] | None:
@@ -204,6 +211,7 @@ class _RiverBoosting:
     def _vector(self, x: dict[Hashable, Any]) -> list[float]:
         """``x`` as finite floats in the order of :attr:`features` (which must be fixed)."""
         assert self.features is not None
+        _check_mapping(x)
         limit = self._limit
         return [_number(name, x.get(name, 0.0), limit) for name in self.features]
 
@@ -233,6 +241,7 @@ class _RiverBoosting:
         finite number, or an unknown or non-finite label, raises a ``ValueError`` naming it
         before anything is buffered (the first example's names are kept only if it is
         accepted)."""
+        _check_mapping(x)
         features = self.features if self.features is not None else sorted(x, key=str)
         values = [x.get(name, 0.0) for name in features]
         limit = self._limit

@@ -80,7 +80,7 @@ from torchboost._adapters import (
     torch_dtype,
 )
 from torchboost.boosters import Booster
-from torchboost.params import positive_int
+from torchboost.params import flag, positive_int
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
@@ -307,7 +307,7 @@ class _StreamingBoosting(BaseEstimator):
         """Classes, frozen statistics, seed and a fresh booster (``rounds``: how many rounds
         ``fit`` will run, for a cosine schedule; ``None`` for ``partial_fit``)."""
         self._set_classes(y, classes)
-        if self.standardize:
+        if flag("standardize", self.standardize):
             self.x_mean_, std = _mean_and_std(X)
             self.x_scale_ = np.where(std > _STD_FLOOR, std, 1.0)
         else:
@@ -464,13 +464,21 @@ class SGBClassifier(ClassifierMixin, _StreamingBoosting):
 
     def _validate(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
         X, y = super()._validate(X, y, reset)
-        check_classification_targets(y)
+        try:
+            check_classification_targets(y)
+        except TypeError as error:  # labels of mixed types cannot be sorted
+            raise ValueError(f"class labels must be of one sortable type (numbers, or "
+                             f"strings): {error}") from error
         return X, y
 
     def _set_classes(self, y: np.ndarray, classes: Any) -> None:
-        if classes is None:
-            classes = np.unique(y)
-        classes = np.unique(np.asarray(classes))
+        given = np.asarray(y if classes is None else classes)
+        try:
+            classes = np.unique(given)
+        except TypeError as error:  # None among them, or labels of mixed types
+            raise ValueError(f"classes must be labels of one sortable type (numbers, or "
+                             f"strings), got {sorted(set(map(repr, given.tolist())))[:10]}"
+                             ) from error
         if len(classes) < 2:
             raise ValueError(f"{type(self).__name__} needs at least 2 classes, got "
                              f"{len(classes)} class ({classes.tolist()})")

@@ -627,6 +627,9 @@ class Booster(nn.Module, ABC):
                              "tensors while their optimizers keep stepping the old ones (the "
                              "booster would never learn again); load without assign, which "
                              "copies the saved values into the learners' own tensors")
+        if not isinstance(state_dict, Mapping):
+            raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
+                             f"a {type(state_dict).__name__}")
         backup = copy.deepcopy(self.state_dict())
         try:
             result = super().load_state_dict(state_dict, strict, assign)
@@ -634,6 +637,11 @@ class Booster(nn.Module, ABC):
             return result
         except BaseException as err:
             super().load_state_dict(backup)
+            if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
+                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
+                                 f"an entry is malformed ({type(err).__name__}: {err}); load "
+                                 "a state_dict() saved by a booster built like this one"
+                                 ) from err
             if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
                 why = ("its tensors have other shapes, so its learners have another "
                        "architecture" if "size mismatch" in str(err) else

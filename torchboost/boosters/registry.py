@@ -73,6 +73,8 @@ BOOSTERS: dict[str, BoosterSpec] = {}
 
 def register_booster(spec: BoosterSpec) -> BoosterSpec:
     """Add ``spec`` to :data:`BOOSTERS` (a name registered twice is an error)."""
+    if not isinstance(spec, BoosterSpec):
+        raise ValueError(f"register_booster takes a BoosterSpec(name, cls, ...), got {spec!r}")
     return add(BOOSTERS, spec, "booster")
 
 

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.boosters.gradient_boosting import DEFAULT_HESSIAN_FLOOR, GradientBoosting, Targets
+from torchboost.params import positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
 
@@ -128,9 +129,8 @@ class StepSizeAdam(torch.nn.Module):
     def __init__(self, n: int, initial: float, lr: float = 0.01, betas: tuple[float, float] = (
             0.9, 0.999), eps: float = 1e-8, spread: float = 100.0) -> None:
         super().__init__()
-        if not (math.isfinite(lr) and lr > 0):
-            raise ValueError(f"step_lr must be finite and > 0, got {lr}")
-        self.lr, self.betas, self.eps = float(lr), betas, eps
+        lr = positive_float("step_lr", lr)
+        self.lr, self.betas, self.eps = lr, betas, eps
         self.bounds = (math.log(initial / spread), math.log(initial * spread))
         self.register_buffer("log_step", torch.full((n,), math.log(initial), dtype=torch.float64))
         self.register_buffer("exp_avg", torch.zeros(n, dtype=torch.float64))

@@ -130,7 +130,11 @@ class OptimizerSpec:
                 kwargs["fused"] = True
             elif "foreach" in accepted:
                 kwargs["foreach"] = True
-        return self.cls(params, **kwargs)
+        try:
+            return self.cls(params, **kwargs)
+        except TypeError as error:  # an option the class does not take, or of the wrong type
+            raise ValueError(f"{self.cls.__name__} cannot be built with optimizer_kwargs="
+                             f"{self.kwargs!r}: {error}") from error
 
 
     def _fan_in_groups(self, params: list[Tensor], stacked: bool,

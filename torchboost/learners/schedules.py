@@ -156,7 +156,12 @@ def build_schedulers(factory: LRSchedulerFactory | None,
                          f"torchboost.cosine_schedule(rounds)), got {factory!r}")
     schedulers = []
     for optimizer in optimizers:
-        scheduler = factory(optimizer)
+        try:
+            scheduler = factory(optimizer)
+        except TypeError as error:  # e.g. partial(CosineAnnealingLR) without its T_max
+            raise ValueError(f"lr_scheduler(optimizer) could not build a scheduler: {error} "
+                             "(give the scheduler's arguments, e.g. partial(CosineAnnealingLR, "
+                             "T_max=rounds))") from error
         if isinstance(scheduler, ReduceLROnPlateau):
             raise ValueError("ReduceLROnPlateau needs a metric at every step; the boosters step "
                              "their schedulers once per round without one (use a schedule of "

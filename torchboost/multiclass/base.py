@@ -238,7 +238,9 @@ class MulticlassBooster(Booster):
     def edges(self) -> Tensor:
         """Each learner's running edge over random guessing, ``(k·acc − 1)/(k − 1)`` from its
         prequential accuracy: ``γ`` for a learner voting from ``u_γ^y`` (Sec. 2)."""
-        accuracy = self.learner_hits / max(self.samples_seen, 1)
+        if self.samples_seen == 0:  # no evidence of an edge yet
+            return torch.zeros_like(self.learner_hits, dtype=torch.float64)
+        accuracy = self.learner_hits / self.samples_seen
         return (self.n_classes * accuracy - 1.0) / (self.n_classes - 1.0)
 
     def diagnostics(self) -> dict[str, Tensor]:
