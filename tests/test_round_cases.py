@@ -255,3 +255,36 @@ def test_multiclass_edges_before_any_example_are_zero():
 
     for name in ("adaboost_olm", "oza_boost", "online_mbbm"):
         assert example_booster(BOOSTERS[name]).diagnostics()["edge"].tolist() == [0.0] * 3
+
+
+def test_the_estimators_build_a_registry_entry_with_its_own_recipe():
+    """Red team (issue 31): the estimators read only spec.cls: an entry's build and task were
+    ignored, and a build returning something else was never checked."""
+    from torchboost.boosters.registry import BOOSTERS, BoosterSpec, register_booster
+    from torchboost.sklearn import SGBClassifier, SGBRegressor
+
+    entries = [
+        BoosterSpec("half_step_test", SGB, estimator=True, build=lambda l, *, n_learners,
+                    n_outputs, **o: SGB(l, n_learners=n_learners, n_outputs=n_outputs,
+                                        step=0.1, **o)),
+        BoosterSpec("not_a_booster_test", SGB, estimator=True, build=lambda l, **o: 5),
+        BoosterSpec("votes_test", SGB, "classification", estimator=True),
+    ]
+    for spec in entries:
+        register_booster(spec)
+    try:
+        X = np.random.default_rng(0).normal(size=(32, 3))
+        model = SGBRegressor(booster="half_step_test", n_learners=2, max_passes=1).fit(
+            X, X[:, 0])
+        assert model.booster_.step == 0.1
+        with pytest.raises(ValueError, match="not a Booster"):
+            SGBRegressor(booster="not_a_booster_test", n_learners=2, max_passes=1).fit(
+                X, X[:, 0])
+        with pytest.raises(ValueError, match="classification"):
+            SGBRegressor(booster="votes_test", n_learners=2, max_passes=1).fit(X, X[:, 0])
+        single = SGBClassifier(booster="single", n_learners=2, max_passes=1).fit(
+            X, (X[:, 0] > 0).astype(int))
+        assert single.booster_.loss.name == "logistic"
+    finally:
+        for spec in entries:
+            del BOOSTERS[spec.name]

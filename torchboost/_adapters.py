@@ -152,9 +152,13 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
                              f"got {booster!r}")
-        cls = BOOSTERS[booster]
+        spec = REGISTRY[booster]
+        if spec.task == "classification" and not classifier:
+            raise ValueError(f"booster {booster!r} is registered for classification; use it "
+                             "with SGBClassifier")
+        cls = spec.cls
     elif isinstance(booster, type) and issubclass(booster, Booster):
-        cls = booster
+        spec, cls = None, booster
     else:
         raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
                          f"got {booster!r}")
@@ -189,10 +193,19 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
                          f"got {booster_kwargs!r}")
     with _building(torch_dtype(dtype), seed):
         try:
-            built = cls(factory, loss, **kwargs)
+            if spec is not None and spec.build is not None:  # the entry's own recipe
+                options = {k: v for k, v in kwargs.items() if k not in ("n_learners",
+                                                                         "n_outputs")}
+                built = spec.make(factory, n_learners=n_learners, n_outputs=out_dim,
+                                  loss=loss, **options)
+            else:
+                built = cls(factory, loss, **kwargs)
         except TypeError as error:  # an option the booster does not take
             raise ValueError(f"{cls.__name__} cannot be built with booster_kwargs="
                              f"{booster_kwargs!r}: {error}") from error
+    if not isinstance(built, Booster):
+        raise ValueError(f"the registry entry {booster!r} built a {type(built).__name__}, "
+                         "not a Booster")
     return built.to(target)
 
 
