@@ -264,10 +264,10 @@ def test_the_estimators_build_a_registry_entry_with_its_own_recipe():
     from torchboost.sklearn import SGBClassifier, SGBRegressor
 
     entries = [
-        BoosterSpec("half_step_test", SGB, estimator=True, build=lambda l, *, n_learners,
-                    n_outputs, **o: SGB(l, n_learners=n_learners, n_outputs=n_outputs,
+        BoosterSpec("half_step_test", SGB, estimator=True, build=lambda learners, *, n_learners,
+                    n_outputs, **o: SGB(learners, n_learners=n_learners, n_outputs=n_outputs,
                                         step=0.1, **o)),
-        BoosterSpec("not_a_booster_test", SGB, estimator=True, build=lambda l, **o: 5),
+        BoosterSpec("not_a_booster_test", SGB, estimator=True, build=lambda learners, **o: 5),
         BoosterSpec("votes_test", SGB, "classification", estimator=True),
     ]
     for spec in entries:

@@ -1,5 +1,8 @@
-"""What every streaming booster shares: input checks, the learn/predict cycle, diagnostics and
-compute accounting.
+"""What every streaming booster shares: the round. Everything else a booster does lives in a
+base class of its own, with a name that says what it holds: :mod:`.prediction` (``predict``,
+scores, the learners' forward and the input rules), :mod:`.diagnostics` (edges, compute units,
+the stall hint), :mod:`.state` (configuration, ``load_state_dict``, extra state) and
+:mod:`.data_parallel` (replicas); the round's transaction is :mod:`.transaction`.
 
 A booster owns N weak learners (:class:`~torchboost.learners.WeakLearners`) and a loss. One
 :meth:`Booster.learn` call is one round of online boosting on a mini-batch:
@@ -21,30 +24,29 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.data_parallel import DataParallel
 from torchboost.boosters.default_lr import with_default_lr
+from torchboost.boosters.diagnostics import BoosterDiagnostics
 from torchboost.boosters.guards import check_round
+from torchboost.boosters.prediction import Prediction
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
+from torchboost.boosters.state import BoosterState
 from torchboost.boosters.transaction import RoundTransaction
 from torchboost.distributed import Synchronizer
 from torchboost.export import export_booster
-from torchboost.inputs import check_features
-from torchboost.learners import LearnerSource, Prodigy, WeakLearners
-from torchboost.learners.averaging import is_schedule_free
+from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
-from torchboost.learners.schedules import LRSchedulerFactory, describe_schedulers
+from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.losses import Loss, get_loss
-from torchboost.params import flag, integer, positive_float, positive_int
-from torchboost.protocol import counters, load_counters
+from torchboost.params import flag, positive_float, positive_int
 
 __all__ = ["Y0", "Booster", "Round"]
 
@@ -52,10 +54,6 @@ __all__ = ["Y0", "Booster", "Round"]
 #: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
 #: the log-odds of the positive rate for logistic loss).
 Y0 = float | Tensor | str
-
-PREDICT_UNITS = 1
-UPDATE_UNITS = 2
-
 
 @dataclass
 class Round:
@@ -81,7 +79,7 @@ class Round:
     index: int | None = None
 
 
-class Booster(nn.Module, ABC):
+class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Module, ABC):
     """Base class of the streaming boosters (see the module docstring for the cycle).
 
     Args:
@@ -183,14 +181,9 @@ class Booster(nn.Module, ABC):
     #: what the stall monitor judges: the loss of the partial sums, or (``"error"``) the error
     #: rate of votes (the multiclass boosters)
     stall_metric = "loss"
-    #: whether data-parallel replicas stay in step (:meth:`distribute`): not when the round
-    #: updates state from the local shard alone (StagewiseGB, the multiclass boosters)
-    supports_distributed = True
     #: the encoded labels of the last :meth:`learn`, for :meth:`round_scores`
     _round_labels: Tensor | None = None
 
-    #: the fewest learners anytime prediction takes (0: the initial prediction ``y^0`` alone)
-    fewest_prediction_learners = 0
 
     #: whether the stall monitor applies: the prediction is the last of the partial sums
     #: ``y^0..y^N`` a round computes for all learners (not for ResidualSGB's average, nor for
@@ -249,43 +242,6 @@ class Booster(nn.Module, ABC):
         """Update algorithm state once the learners have stepped (default: nothing). Averages
         over the batch go through :meth:`batch_mean`, so that data-parallel replicas agree."""
 
-    def batch_mean(self, values: Tensor) -> Tensor:
-        """Mean of ``values (..., B)`` over the round's batch; when distributed, over the global
-        batch (the shard sums are all-reduced), the same on every rank."""
-        if self.sync is None:
-            return values.mean(-1)
-        total = values.sum(-1)
-        self.sync.sum_([total])
-        return total / self._round_size
-
-    def distribute(self, sync: Synchronizer | None) -> None:
-        """Train as one of ``sync.world_size`` data-parallel replicas, each :meth:`learn` call
-        getting this rank's shard of a global batch (see :mod:`torchboost.distributed`);
-        ``None`` goes back to training alone. Every replica must start from the same state.
-
-        Raises ``ValueError`` for a booster whose round updates state from the local shard alone
-        (:class:`~torchboost.StagewiseGB`, the multiclass boosters) and for learners
-        with BatchNorm running statistics (updated from each rank's shard alone).
-        """
-        if sync is not None:
-            if not self.supports_distributed:
-                raise ValueError(f"{type(self).__name__} runs its own round (its per-round state "
-                                 "is not synchronised across processes); data-parallel training "
-                                 "needs a booster whose class sets supports_distributed = True "
-                                 "(SGB and its variants, OGB, ConvexHullOGB, ResidualSGB and "
-                                 "SingleLearner among the library's)")
-            if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-                   for m in self.learners.modules()):
-                raise ValueError("weak learners with BatchNorm running statistics would update "
-                                 "them from each rank's shard alone; use "
-                                 "track_running_stats=False to train data-parallel")
-            reasons = {reason for m in self.learners.modules()
-                       if (reason := getattr(m, "loop_only_reason", None))}
-            if reasons:
-                raise ValueError("weak learners that keep their own per-round state cannot be "
-                                 "synchronised across processes: " + "; ".join(sorted(reasons)))
-        self.sync = sync
-
     # --- public API ---------------------------------------------------------------------------
     def learn(self, x: Tensor, y: Tensor) -> Tensor:
         """One streaming round on the mini-batch ``(x, y)``; returns the prediction made before
@@ -337,25 +293,6 @@ class Booster(nn.Module, ABC):
         (default) for all of them: those run at their learning point during the round."""
         return None
 
-    def _stall_hint(self) -> str:
-        """The settings a stall warning suggests changing: the learning rate here; boosters
-        with steps add theirs."""
-        optimizers = self.learners.optimizers
-        group = optimizers[0].param_groups[0]
-        if isinstance(optimizers[0], Prodigy):  # its lr multiplies an estimate d per learner
-            low, high = (float(v) for v in torch.cat(
-                [opt.estimate().flatten() for opt in optimizers]).aminmax())
-            hint = f"now Prodigy's lr={group['lr']:g} × estimates d in [{low:.3g}, {high:.3g}]"
-        else:
-            hint = (f"now lr={optimizers[0].defaults['lr']:g}" if "lr" in group
-                    else "now the optimizer's default")
-            if is_schedule_free(optimizers[0]):  # no schedule to blame: only the rate
-                hint = (f"now schedule-free lr={optimizers[0].defaults['lr']:g}, warm-up "
-                        f"{group.get('warmup_steps', 0)} rounds, no schedule needed")
-        if self.standardizer is None:
-            hint += ("; the booster trains on your units (standardize=False): features or "
-                     "labels far from unit scale stall it, and standardize=True fixes that")
-        return hint
 
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:
@@ -369,80 +306,10 @@ class Booster(nn.Module, ABC):
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
 
-    def _checked_round_input(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        """Checked features and encoded labels of a round, and its (global) batch size in
-        ``_round_size``. Distributed, one all-reduce carries the shard sizes and whether any
-        replica's shard failed the checks, so that every replica raises together (a replica
-        left alone in the next collective would hang or pair with the wrong round)."""
-        try:
-            x = self._check_features(x)
-            z = self._check_labels(y, x.shape[0])
-        except ValueError:
-            if self.sync is not None:
-                self.sync.sum_([torch.tensor([0, 1], dtype=torch.int64, device=self.sync.device)])
-            raise
-        if self.sync is None:
-            self._set_plain(_round_size=x.shape[0])
-            return x, z
-        counts = torch.tensor([x.shape[0], 0], dtype=torch.int64, device=self.sync.device)
-        self.sync.sum_([counts])
-        size, rejected = counts.tolist()
-        if rejected:
-            raise ValueError(f"{rejected} other replica(s) rejected their shard of this batch "
-                             "(see the error on those ranks); the round was skipped everywhere")
-        self._round_size = size
-        return x, z
 
-    @torch.no_grad()
-    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
-        The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
-        and each gets its previous mode back afterwards."""
-        x = self._check_features(x)
-        if self.standardizer is not None:
-            x = self.standardizer.inputs(x)
-        with self.learners.evaluating():
-            h = self._learner_outputs(x, n_learners)
-        scores = self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
-        return scores if self.standardizer is None else self.standardizer.outputs(scores)
 
-    def prediction_scores(self, partials: Tensor) -> Tensor:
-        """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no
-        state."""
-        return self.combine(partials)
 
-    def predict_label(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Predicted labels ``(B,)`` of a classifier: the loss's decision on :meth:`predict`'s
-        scores (``argmax`` for softmax, the sign for logistic and hinge losses)."""
-        if not self.loss.is_classifier:
-            raise ValueError(f"{self.loss.name} loss is a regression loss; use predict()")
-        return self.loss.predict_label(self.predict(x, n_learners))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.predict(x)
-
-    @torch.no_grad()
-    def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
-        """Mean loss (and error rate for classifiers) on a held-out batch."""
-        return self.score(self.predict(x, n_learners), y)
-
-    @torch.no_grad()
-    def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:
-        """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``;
-        on what :meth:`learn` returns, this is the progressive-validation score of a batch."""
-        z = self._check_labels(y, prediction.shape[0]).to(prediction.device)
-        return {key: float(value) for key, value in self._scores(prediction, z).items()}
-
-    @torch.no_grad()
-    def round_scores(self, prediction: Tensor) -> dict[str, Tensor]:
-        """:meth:`score` of ``prediction``, what the last :meth:`learn` returned, on that round's
-        labels as ``learn`` encoded them (no second encoding), as 0-dim tensors (no host sync)."""
-        if self._round_labels is None:
-            raise RuntimeError("round_scores scores the last learn() round; there was none")
-        return self._scores(prediction, self._round_labels.to(prediction.device))
-
-    def _scores(self, prediction: Tensor, z: Tensor) -> dict[str, Tensor]:
-        return self.loss.scores(prediction, z)
 
     def initial_prediction(self, x: Tensor) -> Tensor:
         """``y^0`` for a batch, ``(B, m)`` (from buffers and constants: no autograd graph)."""
@@ -453,68 +320,8 @@ class Booster(nn.Module, ABC):
             y0 = self.y0_fixed.to(x.dtype)
         return y0.expand(x.shape[0], self.out_dim)
 
-    def edges(self) -> Tensor:
-        """Running edge estimate per learner, ``γ_i = 1 − Σ‖target − h‖² / Σ‖target‖²`` (both
-        sums weighted when the learners' losses are); 0 for a learner that has seen no target
-        yet (a later stage of stagewise GB, any learner before the first round): no evidence
-        of an edge."""
-        seen = self.target_sq_sum > 0
-        return torch.where(seen, 1.0 - self.residual_sq_sum / self.target_sq_sum.clamp_min(
-            1e-300), torch.zeros_like(self.target_sq_sum))
 
-    @property
-    def last_diagnostics(self) -> dict[str, Tensor]:
-        """The last round's per-learner ``target_norm`` (mean norm of its target) and
-        ``fit_error`` (mean squared error to it, weighted like its loss); empty before the first
-        round. Divided when read, not every round."""
-        if self._round_fit is None:
-            return {}
-        norm_sum, residual_sq, batch = self._round_fit
-        return {"target_norm": norm_sum / batch, "fit_error": residual_sq / batch}
 
-    def diagnostics(self) -> dict[str, Tensor]:
-        """Per-learner diagnostics of the last round plus running edges."""
-        return {**self.last_diagnostics, "edge": self.edges().float()}
-
-    @property
-    def units_per_example(self) -> int:
-        """Compute units one :meth:`learn` costs per example (``3N`` for the streaming boosters)."""
-        return self.n_learners * (PREDICT_UNITS + UPDATE_UNITS)
-
-    # --- internals ------------------------------------------------------------------------------
-    def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        if n_learners is not None:  # anytime prediction: 0 (y^0 alone) to every learner
-            low = self.fewest_prediction_learners
-            n_learners = integer("n_learners", n_learners, 0 if low == 0 else None)
-            if not low <= n_learners <= self.n_learners:
-                why = (" (0: the initial prediction alone)" if low == 0 else
-                       f" ({type(self).__name__} votes with at least one learner)")
-                raise ValueError(f"n_learners must be in [{low}, {self.n_learners}]{why}, got "
-                                 f"{n_learners}")
-        if n_learners == 0:
-            return x.new_zeros(0, x.shape[0], self.out_dim)
-        out = self._run_learners(self._forward_learners, x, n_learners)
-        if out.shape[-1] != self.out_dim:
-            raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
-                             f"{self.loss.name} loss with this problem needs {self.out_dim}")
-        return out
-
-    def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """The first ``n_learners`` (all: ``None``) learners' outputs, ``(k, B, m)``: the
-        container's forward (:class:`~torchboost.StagewiseGB` stacks its frozen learners)."""
-        return self.learners(x, n_learners)
-
-    def _run_learners(self, run: Any, x: Tensor, *args: Any) -> Tensor:
-        """``run(x, *args)`` (the learners' forward), with torch's error on a fresh booster's
-        first batch turned into ours: most likely the features have the wrong width."""
-        try:
-            return run(x, *args)
-        except RuntimeError as err:
-            if self.input_shape is None:
-                raise ValueError(f"the weak learners failed on features of shape "
-                                 f"{tuple(x.shape[1:])} per example (check the input width "
-                                 f"they expect): {err}") from err
-            raise
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
                       first: int = 0, weights: Tensor | None = None) -> None:
@@ -561,176 +368,9 @@ class Booster(nn.Module, ABC):
         names every round)."""
         vars(self).update(values)
 
-    def units_per_round_example(self) -> int:
-        """Units the last :meth:`learn` spent per example (overridden by staged training)."""
-        return self.units_per_example
-
-    def _check_features(self, x: Tensor) -> Tensor:
-        """Checked features, detached (``learn`` never writes into the caller's ``x.grad``) and
-        cast to the learners' dtype (the one dtype rule, shared by ``ScreenedStream`` and the
-        Lightning module, which both go through here): :func:`torchboost.inputs.check_features`."""
-        return check_features(x, self.learners.dtype, self.input_shape, self.y0_fixed.device)
-
-    def _check_labels(self, y: Tensor, batch: int) -> Tensor:
-        if torch.is_tensor(y) and y.device.type == "meta":
-            raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
-                             f"on {self.y0_fixed.device}")
-        z = self.loss.encode_target(y, self.out_dim)
-        if z.shape[0] != batch:
-            raise ValueError(f"{z.shape[0]} labels for {batch} examples")
-        return z.to(self.y0_fixed.device)
-
-    # --- state ------------------------------------------------------------------------------------
-    #: attributes that configure the algorithm, saved in the state and compared on loading
-    #: (extended by the subclasses)
-    config_keys: tuple[str, ...] = ("standardize",)
-
-    def config(self) -> dict[str, Any]:
-        """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
-        parameters), ``y0`` mode, learners (number, mode, optimizer class and defaults) and the
-        algorithm's own hyper-parameters (:attr:`config_keys`, e.g. SGB's step, OGB's radius and
-        bound). Loading a state saved with a different configuration raises ``ValueError``."""
-        spec = self.learners.optimizer_spec
-        defaults = self.learners.optimizers[0].defaults
-        out: dict[str, Any] = {
-            "booster": type(self).__name__,
-            "loss": _describe(self.loss),
-            "y0": self.y0_mode,
-            "n_learners": self.n_learners,
-            "outputs": self.out_dim,
-            "mode": self.learners.mode,
-            "optimizer": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
-            "optimizer_defaults": {k: _plain(v) for k, v in defaults.items()
-                                   if k not in _RUNTIME_OPTIMIZER_FLAGS},
-            "stall_window": None if self.stall is None else self.stall.window,
-        }
-        if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
-            out["lr_fan_in"] = spec.lr_fan_in
-        if spec.output_scale != 1.0:  # only where it changes a rate (linear learners)
-            out["lr_output_scale"] = spec.output_scale
-        schedule = describe_schedulers(self.learners.schedulers)
-        if schedule is not None:  # absent without one (states saved before schedules)
-            out["lr_scheduler"] = schedule
-        for cls in reversed(type(self).__mro__):
-            for key in vars(cls).get("config_keys", ()):
-                out[key] = _describe(getattr(self, key))
-        return out
-
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False) -> Any:
-        """Load a saved state, all or nothing: a state that does not fit — saved by a booster
-        configured differently, with learners of another architecture, with keys missing —
-        raises a ``ValueError`` and leaves this booster exactly as it was (parameters,
-        optimizer and schedule state, buffers, counters, mode)."""
-        if assign:
-            raise ValueError("load_state_dict(assign=True) would replace the learners' parameter "
-                             "tensors while their optimizers keep stepping the old ones (the "
-                             "booster would never learn again); load without assign, which "
-                             "copies the saved values into the learners' own tensors")
-        if not isinstance(state_dict, Mapping):
-            raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
-                             f"a {type(state_dict).__name__}")
-        backup = copy.deepcopy(self.state_dict())
-        try:
-            result = super().load_state_dict(state_dict, strict, assign)
-            self._check_statistics()
-            return result
-        except BaseException as err:
-            super().load_state_dict(backup)
-            if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
-                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
-                                 f"an entry is malformed ({type(err).__name__}: {err}); load "
-                                 "a state_dict() saved by a booster built like this one"
-                                 ) from err
-            if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
-                why = ("its tensors have other shapes, so its learners have another "
-                       "architecture" if "size mismatch" in str(err) else
-                       "it has other entries, so it was saved by another kind of booster or "
-                       "with other learners")
-                raise ValueError(
-                    f"the state does not fit this booster (nothing was loaded): {why}; build "
-                    f"the booster as it was saved. {err}") from err
-            raise
-
-    def _check_statistics(self) -> None:
-        """Loaded running statistics must fit the loaded input shape and outputs (they are sized
-        by the first batch, so torch's own shape check cannot see a mismatch)."""
-        if self.standardizer is None:
-            return
-        width = self.input_shape[0] if self.input_shape else None
-        sizes = [("features", self.standardizer.features, width)]
-        if self.standardizer.labels is not None:
-            sizes.append(("labels", self.standardizer.labels, self.out_dim))
-        for what, moments, size in sizes:
-            columns = moments.mean.numel()
-            if columns and (columns != size or moments.sq_dev.numel() != columns):
-                raise ValueError(
-                    f"the state does not fit this booster (nothing was loaded): its {what} "
-                    f"statistics have {columns} columns (and {moments.sq_dev.numel()} squared "
-                    f"deviations) for {size} {what} columns")
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
-                              **kwargs: Any) -> None:
-        extra = state_dict.get(prefix + "_extra_state")
-        saved = extra.get("config") if isinstance(extra, dict) else None
-        if isinstance(saved, dict) and "standardize" not in saved:
-            # saved before the option existed: trained on the data as given
-            saved = {**saved, "standardize": False}
-            state_dict[prefix + "_extra_state"] = {**extra, "config": saved}
-        if saved is not None:  # states saved before configurations were recorded have none
-            self.learners.adopt_mode(saved.get("mode", self.learners.mode))
-            window = saved.get("stall_window")
-            if window is not None and self.stall is not None:  # a monitoring setting, not the
-                self.stall.window = int(window)               # model: resume with the saved one
-            mine = self.config()
-            differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
-                           f"{mine.get(key, '(none)')!r}"
-                           for key in sorted(set(saved) | set(mine), key=str)
-                           if saved.get(key) != mine.get(key)]
-            if differences:
-                raise ValueError("the state was saved by a booster configured differently (nothing "
-                                 "was loaded); build the booster with the saved configuration. "
-                                 "Differences: " + "; ".join(differences))
-        stall = prefix + "stall."
-        if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
-            # saved before the monitor existed: it starts afresh (its sums are not the model's)
-            state_dict.update({stall + key: value
-                               for key, value in self.stall.state_dict().items()})
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape, "config": self.config(), **counters(self)}
-
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        shape = state["input_shape"]
-        self.input_shape = tuple(shape) if shape is not None else None
-        load_counters(self, state)
 
 
-#: optimizer defaults that choose an implementation, not the arithmetic
-_RUNTIME_OPTIMIZER_FLAGS = ("foreach", "fused", "capturable", "differentiable")
 
-
-def _plain(value: Any) -> Any:
-    """A comparable, picklable copy of a hyper-parameter (tensors become numbers or lists)."""
-    if torch.is_tensor(value):
-        return value.tolist()
-    if isinstance(value, list | tuple):
-        return type(value)(_plain(v) for v in value)
-    return value
-
-
-def _describe(value: Any) -> Any:
-    """A hyper-parameter for :meth:`Booster.config`: plain values as they are, objects (a loss,
-    a surrogate, potentials) as their class name and plain attributes."""
-    if value is None or isinstance(value, bool | int | float | str | tuple | list):
-        return _plain(value)
-    if torch.is_tensor(value):
-        return _plain(value)
-    attributes = {k: _plain(v) for k, v in sorted(vars(value).items())
-                  if not k.startswith("_") and k != "training" and (v is None or isinstance(
-                      v, bool | int | float | str | tuple))}
-    return {"class": type(value).__name__, **attributes}
 
 
 def _check_grad_mode() -> None:

@@ -1,0 +1,125 @@
+"""What a booster predicts (:class:`Prediction`, a base of
+:class:`~torchboost.boosters.base.Booster`): ``predict`` (anytime, with the first ``k``
+learners), labels, held-out scores, and the learners' forward with its errors in our words.
+Predictions read the learners as they rest — for the default schedule-free learners, their
+averaged weights (:mod:`~torchboost.learners.averaging`) — and change no state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchboost.inputs import check_features
+from torchboost.params import integer
+
+__all__ = ["Prediction"]
+
+
+class Prediction:
+    """A booster's predictions (module docstring)."""
+
+    #: the fewest learners anytime prediction takes (0: the initial prediction ``y^0`` alone)
+    fewest_prediction_learners = 0
+
+    @torch.no_grad()
+    def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
+        The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
+        and each gets its previous mode back afterwards."""
+        x = self._check_features(x)
+        if self.standardizer is not None:
+            x = self.standardizer.inputs(x)
+        with self.learners.evaluating():
+            h = self._learner_outputs(x, n_learners)
+        scores = self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+        return scores if self.standardizer is None else self.standardizer.outputs(scores)
+
+    def prediction_scores(self, partials: Tensor) -> Tensor:
+        """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no
+        state."""
+        return self.combine(partials)
+
+    def predict_label(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """Predicted labels ``(B,)`` of a classifier: the loss's decision on :meth:`predict`'s
+        scores (``argmax`` for softmax, the sign for logistic and hinge losses)."""
+        if not self.loss.is_classifier:
+            raise ValueError(f"{self.loss.name} loss is a regression loss; use predict()")
+        return self.loss.predict_label(self.predict(x, n_learners))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.predict(x)
+
+    @torch.no_grad()
+    def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
+        """Mean loss (and error rate for classifiers) on a held-out batch."""
+        return self.score(self.predict(x, n_learners), y)
+
+    @torch.no_grad()
+    def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:
+        """Mean loss (and error rate for classifiers) of a prediction ``(B, m)`` on labels ``y``;
+        on what :meth:`learn` returns, this is the progressive-validation score of a batch."""
+        z = self._check_labels(y, prediction.shape[0]).to(prediction.device)
+        return {key: float(value) for key, value in self._scores(prediction, z).items()}
+
+    @torch.no_grad()
+    def round_scores(self, prediction: Tensor) -> dict[str, Tensor]:
+        """:meth:`score` of ``prediction``, what the last :meth:`learn` returned, on that round's
+        labels as ``learn`` encoded them (no second encoding), as 0-dim tensors (no host sync)."""
+        if self._round_labels is None:
+            raise RuntimeError("round_scores scores the last learn() round; there was none")
+        return self._scores(prediction, self._round_labels.to(prediction.device))
+
+    def _scores(self, prediction: Tensor, z: Tensor) -> dict[str, Tensor]:
+        return self.loss.scores(prediction, z)
+
+    # --- internals ------------------------------------------------------------------------------
+    def _learner_outputs(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        if n_learners is not None:  # anytime prediction: 0 (y^0 alone) to every learner
+            low = self.fewest_prediction_learners
+            n_learners = integer("n_learners", n_learners, 0 if low == 0 else None)
+            if not low <= n_learners <= self.n_learners:
+                why = (" (0: the initial prediction alone)" if low == 0 else
+                       f" ({type(self).__name__} votes with at least one learner)")
+                raise ValueError(f"n_learners must be in [{low}, {self.n_learners}]{why}, got "
+                                 f"{n_learners}")
+        if n_learners == 0:
+            return x.new_zeros(0, x.shape[0], self.out_dim)
+        out = self._run_learners(self._forward_learners, x, n_learners)
+        if out.shape[-1] != self.out_dim:
+            raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
+                             f"{self.loss.name} loss with this problem needs {self.out_dim}")
+        return out
+
+    def _forward_learners(self, x: Tensor, n_learners: int | None = None) -> Tensor:
+        """The first ``n_learners`` (all: ``None``) learners' outputs, ``(k, B, m)``: the
+        container's forward (:class:`~torchboost.StagewiseGB` stacks its frozen learners)."""
+        return self.learners(x, n_learners)
+
+    def _run_learners(self, run: Any, x: Tensor, *args: Any) -> Tensor:
+        """``run(x, *args)`` (the learners' forward), with torch's error on a fresh booster's
+        first batch turned into ours: most likely the features have the wrong width."""
+        try:
+            return run(x, *args)
+        except RuntimeError as err:
+            if self.input_shape is None:
+                raise ValueError(f"the weak learners failed on features of shape "
+                                 f"{tuple(x.shape[1:])} per example (check the input width "
+                                 f"they expect): {err}") from err
+            raise
+
+    def _check_features(self, x: Tensor) -> Tensor:
+        """Checked features, detached (``learn`` never writes into the caller's ``x.grad``) and
+        cast to the learners' dtype (the one dtype rule, shared by ``ScreenedStream`` and the
+        Lightning module, which both go through here): :func:`torchboost.inputs.check_features`."""
+        return check_features(x, self.learners.dtype, self.input_shape, self.y0_fixed.device)
+
+    def _check_labels(self, y: Tensor, batch: int) -> Tensor:
+        if torch.is_tensor(y) and y.device.type == "meta":
+            raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
+                             f"on {self.y0_fixed.device}")
+        z = self.loss.encode_target(y, self.out_dim)
+        if z.shape[0] != batch:
+            raise ValueError(f"{z.shape[0]} labels for {batch} examples")
+        return z.to(self.y0_fixed.device)

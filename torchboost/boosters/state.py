@@ -1,0 +1,173 @@
+"""A booster's state and its loading (:class:`BoosterState`, a base of
+:class:`~torchboost.boosters.base.Booster`): the configuration saved with the state and compared
+on loading, all-or-nothing ``load_state_dict``, and the extra state (input shape, counters).
+Nothing here runs during a round."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from torchboost.learners.schedules import describe_schedulers
+from torchboost.protocol import counters, load_counters
+
+__all__ = ["BoosterState"]
+
+
+class BoosterState:
+    """What :class:`~torchboost.boosters.base.Booster` saves and loads (module docstring)."""
+
+    # --- state ------------------------------------------------------------------------------------
+    #: attributes that configure the algorithm, saved in the state and compared on loading
+    #: (extended by the subclasses)
+    config_keys: tuple[str, ...] = ("standardize",)
+
+    def config(self) -> dict[str, Any]:
+        """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
+        parameters), ``y0`` mode, learners (number, mode, optimizer class and defaults) and the
+        algorithm's own hyper-parameters (:attr:`config_keys`, e.g. SGB's step, OGB's radius and
+        bound). Loading a state saved with a different configuration raises ``ValueError``."""
+        spec = self.learners.optimizer_spec
+        defaults = self.learners.optimizers[0].defaults
+        out: dict[str, Any] = {
+            "booster": type(self).__name__,
+            "loss": _describe(self.loss),
+            "y0": self.y0_mode,
+            "n_learners": self.n_learners,
+            "outputs": self.out_dim,
+            "mode": self.learners.mode,
+            "optimizer": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+            "optimizer_defaults": {k: _plain(v) for k, v in defaults.items()
+                                   if k not in _RUNTIME_OPTIMIZER_FLAGS},
+            "stall_window": None if self.stall is None else self.stall.window,
+        }
+        if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
+            out["lr_fan_in"] = spec.lr_fan_in
+        if spec.output_scale != 1.0:  # only where it changes a rate (linear learners)
+            out["lr_output_scale"] = spec.output_scale
+        schedule = describe_schedulers(self.learners.schedulers)
+        if schedule is not None:  # absent without one (states saved before schedules)
+            out["lr_scheduler"] = schedule
+        for cls in reversed(type(self).__mro__):
+            for key in vars(cls).get("config_keys", ()):
+                out[key] = _describe(getattr(self, key))
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> Any:
+        """Load a saved state, all or nothing: a state that does not fit — saved by a booster
+        configured differently, with learners of another architecture, with keys missing —
+        raises a ``ValueError`` and leaves this booster exactly as it was (parameters,
+        optimizer and schedule state, buffers, counters, mode)."""
+        if assign:
+            raise ValueError("load_state_dict(assign=True) would replace the learners' parameter "
+                             "tensors while their optimizers keep stepping the old ones (the "
+                             "booster would never learn again); load without assign, which "
+                             "copies the saved values into the learners' own tensors")
+        if not isinstance(state_dict, Mapping):
+            raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
+                             f"a {type(state_dict).__name__}")
+        backup = copy.deepcopy(self.state_dict())
+        try:
+            result = super().load_state_dict(state_dict, strict, assign)
+            self._check_statistics()
+            return result
+        except BaseException as err:
+            super().load_state_dict(backup)
+            if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
+                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
+                                 f"an entry is malformed ({type(err).__name__}: {err}); load "
+                                 "a state_dict() saved by a booster built like this one"
+                                 ) from err
+            if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
+                why = ("its tensors have other shapes, so its learners have another "
+                       "architecture" if "size mismatch" in str(err) else
+                       "it has other entries, so it was saved by another kind of booster or "
+                       "with other learners")
+                raise ValueError(
+                    f"the state does not fit this booster (nothing was loaded): {why}; build "
+                    f"the booster as it was saved. {err}") from err
+            raise
+
+    def _check_statistics(self) -> None:
+        """Loaded running statistics must fit the loaded input shape and outputs (they are sized
+        by the first batch, so torch's own shape check cannot see a mismatch)."""
+        if self.standardizer is None:
+            return
+        width = self.input_shape[0] if self.input_shape else None
+        sizes = [("features", self.standardizer.features, width)]
+        if self.standardizer.labels is not None:
+            sizes.append(("labels", self.standardizer.labels, self.out_dim))
+        for what, moments, size in sizes:
+            columns = moments.mean.numel()
+            if columns and (columns != size or moments.sq_dev.numel() != columns):
+                raise ValueError(
+                    f"the state does not fit this booster (nothing was loaded): its {what} "
+                    f"statistics have {columns} columns (and {moments.sq_dev.numel()} squared "
+                    f"deviations) for {size} {what} columns")
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        saved = extra.get("config") if isinstance(extra, dict) else None
+        if isinstance(saved, dict) and "standardize" not in saved:
+            # saved before the option existed: trained on the data as given
+            saved = {**saved, "standardize": False}
+            state_dict[prefix + "_extra_state"] = {**extra, "config": saved}
+        if saved is not None:  # states saved before configurations were recorded have none
+            self.learners.adopt_mode(saved.get("mode", self.learners.mode))
+            window = saved.get("stall_window")
+            if window is not None and self.stall is not None:  # a monitoring setting, not the
+                self.stall.window = int(window)               # model: resume with the saved one
+            mine = self.config()
+            differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
+                           f"{mine.get(key, '(none)')!r}"
+                           for key in sorted(set(saved) | set(mine), key=str)
+                           if saved.get(key) != mine.get(key)]
+            if differences:
+                raise ValueError("the state was saved by a booster configured differently (nothing "
+                                 "was loaded); build the booster with the saved configuration. "
+                                 "Differences: " + "; ".join(differences))
+        stall = prefix + "stall."
+        if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
+            # saved before the monitor existed: it starts afresh (its sums are not the model's)
+            state_dict.update({stall + key: value
+                               for key, value in self.stall.state_dict().items()})
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"input_shape": self.input_shape, "config": self.config(), **counters(self)}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        shape = state["input_shape"]
+        self.input_shape = tuple(shape) if shape is not None else None
+        load_counters(self, state)
+
+
+#: optimizer defaults that choose an implementation, not the arithmetic
+_RUNTIME_OPTIMIZER_FLAGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _plain(value: Any) -> Any:
+    """A comparable, picklable copy of a hyper-parameter (tensors become numbers or lists)."""
+    if torch.is_tensor(value):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _describe(value: Any) -> Any:
+    """A hyper-parameter for :meth:`Booster.config`: plain values as they are, objects (a loss,
+    a surrogate, potentials) as their class name and plain attributes."""
+    if value is None or isinstance(value, bool | int | float | str | tuple | list):
+        return _plain(value)
+    if torch.is_tensor(value):
+        return _plain(value)
+    attributes = {k: _plain(v) for k, v in sorted(vars(value).items())
+                  if not k.startswith("_") and k != "training" and (v is None or isinstance(
+                      v, bool | int | float | str | tuple))}
+    return {"class": type(value).__name__, **attributes}
