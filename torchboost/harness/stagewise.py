@@ -9,8 +9,8 @@ from lightning.pytorch.loggers import Logger
 from torch import Tensor
 
 from torchboost.boosters import StagewiseGB
+from torchboost.evaluation import HeldOutEvaluator, Transform
 from torchboost.harness.stopping import TrainingClock
-from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.scalars import log_scalars, tag
 
 __all__ = ["run_stagewise"]

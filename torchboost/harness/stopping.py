@@ -28,8 +28,8 @@ import lightning.pytorch as pl
 from torch import Tensor
 
 from torchboost.data.batch_groups import BatchGroup
+from torchboost.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.callback import StreamingCallback
-from torchboost.lightning.evaluation import HeldOutEvaluator, Transform
 from torchboost.lightning.module import StreamingBoosterModule
 
 __all__ = ["STOP_REASONS", "ConvergenceCallback", "StoppingRule", "TrainingClock"]

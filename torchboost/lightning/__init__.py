@@ -31,6 +31,12 @@ Examples:
     (8, 2160, [0.0, 2160.0])
 """
 
+from torchboost.evaluation import (
+    HeldOutEvaluator,
+    booster_hparams,
+    evaluate_held_out,
+    learner_values,
+)
 from torchboost.lightning.bad_input import BadInputLogger, screened_streams
 from torchboost.lightning.callback import StreamingCallback
 from torchboost.lightning.checkpoint_io import (
@@ -40,17 +46,11 @@ from torchboost.lightning.checkpoint_io import (
     check_checkpoint,
     latest_checkpoint,
 )
-from torchboost.lightning.evaluation import (
-    HeldOutEvaluator,
-    booster_hparams,
-    evaluate_held_out,
-    learner_scalars,
-    learner_values,
-)
 from torchboost.lightning.module import StreamingBoosterModule
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.lightning.scalars import (
     SECTIONS,
+    learner_scalars,
     log_figure,
     log_hparams,
     log_learner_values,

@@ -11,7 +11,7 @@ import lightning.pytorch as pl
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from torchboost.lightning.evaluation import (
+from torchboost.evaluation import (
     HeldOutEvaluator,
     Transform,
     booster_hparams,

@@ -37,7 +37,11 @@ import numpy as np
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from matplotlib.figure import Figure
 
-__all__ = ["SECTIONS", "log_figure", "log_hparams", "log_learner_values", "log_scalars", "tag"]
+from torchboost.boosters import Booster
+from torchboost.evaluation import learner_values
+
+__all__ = ["SECTIONS", "learner_scalars", "log_figure", "log_hparams", "log_learner_values",
+           "log_scalars", "tag"]
 
 #: The sections of the tag scheme (see the module docstring).
 SECTIONS = ("test", "progressive", "learners", "learner_profile", "anytime", "final", "stall",
@@ -140,3 +144,11 @@ def log_figure(loggers: Loggers, name: str, figure: Figure | Callable[[], Figure
         figure = figure()
     for logger in writers:
         logger.experiment.add_figure(name, figure, global_step=step, close=False)
+
+def learner_scalars(booster: Booster) -> dict[str, float]:
+    """:func:`learner_values` as flat scalars ``learners/<name>/learner_<i>`` (``i = 1..N``,
+    as in the papers), for loggers without histograms; see
+    :mod:`torchboost.lightning.scalars` for the tag scheme."""
+    return {f"{tag('learners', name)}/learner_{i}": value
+            for name, vector in learner_values(booster).items()
+            for i, value in enumerate(vector, start=1)}

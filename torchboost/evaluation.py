@@ -1,4 +1,5 @@
-"""Held-out evaluation on a compute-unit schedule, progressive scores, per-learner scalars.
+"""Held-out evaluation on a compute-unit schedule and per-learner values, for any driver of a
+stream (the Lightning callback, the research harness, a plain loop); nothing here needs Lightning.
 
 Compute is counted in the units of Hu et al. (2017), Sec. 6.2: one weak-learner prediction of one
 example is 1 unit and one weak-learner update is 2, so a streaming booster with ``N`` learners
@@ -18,13 +19,12 @@ from torch import Tensor
 
 from torchboost.boosters import Booster
 from torchboost.learners import WeakLearners
-from torchboost.lightning.scalars import tag
 
 __all__ = [
     "HeldOutEvaluator",
     "booster_hparams",
     "evaluate_held_out",
-    "learner_scalars",
+    "has_weak_learners",
     "learner_values",
 ]
 
@@ -109,14 +109,6 @@ def booster_hparams(booster: Booster) -> dict[str, Any]:
         params["targets"] = booster.targets
     return params
 
-
-def learner_scalars(booster: Booster) -> dict[str, float]:
-    """:func:`learner_values` as flat scalars ``learners/<name>/learner_<i>`` (``i = 1..N``,
-    as in the papers), for loggers without histograms; see
-    :mod:`torchboost.lightning.scalars` for the tag scheme."""
-    return {f"{tag('learners', name)}/learner_{i}": value
-            for name, vector in learner_values(booster).items()
-            for i, value in enumerate(vector, start=1)}
 
 
 class HeldOutEvaluator:
