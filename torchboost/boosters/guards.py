@@ -125,7 +125,7 @@ def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) 
     proven safe beforehand (:func:`_proven_safe`), checks 3–4 are skipped.
     """
     stacked = learners.mode == "stacked"
-    optimizers = learners.optimizers if index is None else [learners.optimizers[index]]
+    optimizers = learners.stepped_optimizers(index)
     first = 0 if index is None else index
     groups = [[p for group in opt.param_groups for p in group["params"]] for opt in optimizers]
     params = [p for group in groups for p in group]
@@ -220,17 +220,11 @@ def _step_within_cap(params: list[Tensor], before: list[Tensor]) -> bool:
 
 def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]],
                             before: list[Tensor], stacked: bool) -> int | None:
-    """Check 4: the first learner whose step exceeds :data:`MAX_RELATIVE_UPDATE` times its norm
-    (or 1), ``None`` if there is none. Usually one fused pass: when the norm of the whole update
-    is at most the cap, no learner's can exceed its own bound; only otherwise are the learners'
-    norms computed one by one."""
-    if not params:
-        return None
+    """Check 4, after :func:`_step_within_cap` failed on finite parameters: the first learner
+    whose step exceeds :data:`MAX_RELATIVE_UPDATE` times its norm (or 1), ``None`` if there is
+    none (the whole update was large, no single learner's beyond its own bound)."""
     with torch.no_grad():
         steps = torch._foreach_sub(params, before)
-        norms = torch._foreach_norm(steps)
-        if bool(torch.linalg.vector_norm(torch.stack(norms)) <= MAX_RELATIVE_UPDATE):
-            return None  # the whole update is within every learner's bound (each is >= the cap)
         if stacked:  # learner i is row i of every stacked tensor
             rows = params[0].shape[0]
             old = sum(t.reshape(rows, -1).square().sum(1) for t in before)

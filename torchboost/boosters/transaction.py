@@ -20,8 +20,9 @@ nothing is committed; otherwise the commits run, in order.
 The learners' copy costs one pass over their parameters and optimizer state per round (Adam:
 one more ATen operation than before it, ``benchmarks/round_ops.py``); it replaced the guards'
 own copies (a ``torch.cat`` of the parameters and a copy of the optimizer state for every step
-that no bound proves safe), so the default schedule-free round costs 1.08-1.09× an Adam round
-at N = 8 and 64 stacked and less in loop mode (``benchmarks/round_cost.py``).
+that no bound proves safe), so the default schedule-free round costs 1.04× (N = 8) and 1.10×
+(N = 64, SLICE shape) an Adam round stacked and 0.90× in loop mode
+(``benchmarks/round_cost.json``).
 
 So a booster's own state must live in buffers (or learner parameters): plain Python attributes
 are not restored, and not saved by ``state_dict`` either
@@ -49,7 +50,7 @@ from collections.abc import Callable, Iterator, ValuesView
 from contextlib import contextmanager
 from itertools import chain
 from operator import attrgetter, is_
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -134,10 +135,21 @@ class RoundSnapshot:
         self._shapes = list(map(_shape, self._buffers))
 
 
-#: the saved learners: their stepped optimizers, each one's state entries (shallow) and
-#: parameter-group settings, and every tensor with its copy
-LearnerState = tuple[list[torch.optim.Optimizer], list[dict[Tensor, dict[str, Any]]],
-                     list[list[dict[str, Any]]], list[Tensor], list[Tensor]]
+class LearnerState(NamedTuple):
+    """The saved learners: their stepped optimizers, each one's state entries (shallow) and
+    parameter-group settings, and every tensor with its copy (the parameters first)."""
+
+    optimizers: list[torch.optim.Optimizer]
+    states: list[dict[Tensor, dict[str, Any]]]
+    groups: list[list[dict[str, Any]]]
+    tensors: list[Tensor]
+    copies: list[Tensor]
+    n_params: int
+
+    @property
+    def parameters(self) -> list[Tensor]:
+        """The copies of the stepped parameters, as they were before the round."""
+        return self.copies[:self.n_params]
 
 
 class LearnerSnapshot:
@@ -160,13 +172,12 @@ class LearnerSnapshot:
     def take(self, learners: WeakLearners, index: int | None) -> LearnerState:
         """Copy the state of every optimizer of ``learners`` (or of learner ``index``'s alone)
         and of the parameters it steps."""
-        optimizers = learners.optimizers
-        if index is not None and len(optimizers) > 1:
-            optimizers = [optimizers[index]]
+        optimizers = learners.stepped_optimizers(index)
         states = [{p: dict(entry) for p, entry in opt.state.items()} for opt in optimizers]
         groups = [[{k: v for k, v in group.items() if k != "params"}
                    for group in opt.param_groups] for opt in optimizers]
         tensors = [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
+        n_params = len(tensors)
         tensors += [v for state in states for entry in state.values() for v in entry.values()
                     if torch.is_tensor(v)]
         layout = [(t.shape, t.dtype, t.device) for t in tensors]
@@ -175,12 +186,12 @@ class LearnerSnapshot:
             self._layout = layout
         with torch.no_grad():
             torch._foreach_copy_(self._copies, tensors)
-        return optimizers, states, groups, tensors, self._copies
+        return LearnerState(optimizers, states, groups, tensors, self._copies, n_params)
 
     @staticmethod
     def restore(saved: LearnerState) -> None:
         """Put the parameters, optimizer states and group settings of :meth:`take` back."""
-        optimizers, states, groups, tensors, copies = saved
+        optimizers, states, groups, tensors, copies, _ = saved
         with torch.no_grad():
             torch._foreach_copy_(tensors, copies)
         for opt, state, settings in zip(optimizers, states, groups, strict=True):
@@ -198,7 +209,7 @@ class RoundTransaction:
         self._snapshot = RoundSnapshot()
         self._learners = LearnerSnapshot()
         #: the learners as they were before the current round (:meth:`LearnerSnapshot.take`)
-        self._saved: LearnerState = ([], [], [], [], [])
+        self._saved = LearnerState([], [], [], [], [], 0)
         self._commits: list[Callable[[], None]] = []
 
     def __getstate__(self) -> dict[str, Any]:
@@ -236,6 +247,5 @@ class RoundTransaction:
         """The learners' optimizer step (all of them, or learner ``index``) on the gradient of
         their losses with respect to their ``outputs``, guarded (module docstring): a
         non-finite or absurd step raises, and the transaction restores the learners."""
-        params = sum(len(group["params"]) for opt in self._saved[0] for group in opt.param_groups)
-        with guard_step(learners, index, self._saved[4][:params]):
+        with guard_step(learners, index, self._saved.parameters):
             learners.step_outputs(outputs, output_grad, index=index, sync=sync)
