@@ -288,3 +288,32 @@ def test_the_estimators_build_a_registry_entry_with_its_own_recipe():
     finally:
         for spec in entries:
             del BOOSTERS[spec.name]
+
+
+def test_a_chained_schedule_that_raises_is_put_back_with_its_parts():
+    """A user's LambdaLR inside a SequentialLR raises at its 4th step: the whole schedule
+    (the chain and its parts) and the round are as they were."""
+    from torch.optim.lr_scheduler import LambdaLR, LinearLR, SequentialLR
+
+    def failing(t: int) -> float:
+        if t >= 2:
+            raise RuntimeError("the user's lambda")
+        return 1.0
+
+    def schedule(optimizer):
+        return SequentialLR(optimizer, [LinearLR(optimizer, 0.5, total_iters=2),
+                                        LambdaLR(optimizer, failing)], milestones=[2])
+
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer=torch.optim.Adam,
+                  lr_scheduler=schedule)
+    x, y = regression_stream(64, d=3)
+    raised = 0
+    for t in range(6):
+        before = copy.deepcopy(booster.state_dict())
+        try:
+            booster.learn(x[t * 8:(t + 1) * 8], y[t * 8:(t + 1) * 8])
+        except RuntimeError:
+            raised += 1
+            assert_same(booster.state_dict(), before)
+    assert raised > 0 and booster.rounds == 6 - raised
