@@ -91,7 +91,10 @@ def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[
     factory = learner.factory(ds, outputs)
     rounds = method["passes"] * math.ceil(len(ds.y_train) / batch)
     options: dict[str, Any] = {"lr_fan_in": DEFAULT_LR_FAN_IN}
-    if method["optimizer"] == "sf":
+    if method["optimizer"] == "sf" and (method["lr"], method["warmup"]) == (DEFAULT_LR,
+                                                                            DEFAULT_WARMUP):
+        options = {}  # the default: no rate, no schedule, nothing set
+    elif method["optimizer"] == "sf":
         options["optimizer_kwargs"] = {"lr": method["lr"], "warmup_steps": method["warmup"]}
     else:
         options.update(optimizer=torch.optim.Adam, optimizer_kwargs={"lr": method["lr"]})

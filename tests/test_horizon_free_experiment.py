@@ -44,3 +44,23 @@ def test_the_summary_divides_by_the_best_tuned_adam(horizon_free):
     assert cell["ratio_to_tuned"]["sf_1e-01_w0"] == pytest.approx(1.1 / 1.6)
     assert cell["ratio_to_old_default"]["sf_1e-01_w0"] == pytest.approx(1.1 / 2.1)
     assert cell["stats"]["sf_1e-01_w0"]["std"] == pytest.approx(statistics.stdev([1.0, 1.2]))
+
+
+def test_the_default_setting_sets_nothing_and_equals_its_explicit_rule(horizon_free):
+    """The row reported for the default sets no rate and no schedule; the table's runs at the
+    default's rate (set explicitly before this) train bitwise the same booster."""
+    import torch
+
+    from torchboost import SGB, TwoLayerNet
+    from torchboost.testing import assert_same
+
+    def trained(**options):
+        torch.manual_seed(0)
+        booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, **options)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(5):
+            booster.learn(torch.randn(16, 5, generator=g), torch.randn(16, generator=g))
+        return booster.state_dict()
+
+    assert_same(trained(), trained(lr_fan_in=horizon_free.DEFAULT_LR_FAN_IN, optimizer_kwargs={
+        "lr": horizon_free.DEFAULT_LR, "warmup_steps": horizon_free.DEFAULT_WARMUP}))
