@@ -1,163 +1,275 @@
-"""SGB (and its Newton / learned-step variants) vs stagewise GB, the base learner and a wide
-network, each run to convergence: the SGB paper's Fig. 2 and Table 1 with honest baselines.
+"""SGB and its variants against stagewise GB, the base learner, a wide and a deep network, in a
+comparison a sceptic accepts: the SGB paper's Table 1 with honest baselines.
 
     python experiments/sgb_vs_gb.py                      # every data set available here
     python experiments/sgb_vs_gb.py --datasets abalone adult --quick   # smoke run, into quick/
+    python experiments/sgb_vs_gb.py --table              # rebuild table + figure from results
     python experiments/sgb_vs_gb.py --slice DIR/slice_localization_data.csv --year DIR/Year...txt
 
-No method runs a fixed number of passes: GB trains each stage to convergence (early stopping on
-a validation split of the training rows), and every streaming method (base, wide, SGB,
-SGB_newton, SGB_learned) streams passes until its validation curve plateaus (< 1 % better over
-the last quarter of its units, after 10 passes), its units reach GB's total units, or 50 passes
-(:func:`torchboost.harness.driver.run_comparison`). Only YEAR is subsampled (``max_train``), for
-time. Data sets can run in separate processes (``--datasets``): the table is rebuilt from every
-``results.json`` in the output folder.
+Every method gets the same chances (:func:`torchboost.harness.driver.run_comparison`):
 
-Writes, per data set, ``experiments/results/sgb_vs_gb/<name>/{compute.png,wall.png,
-results.json}`` and TensorBoard logs, and overall ``table.json`` + ``table.md``: the final test
-metric (MSE for regression, error rate for classification) of base / wide / GB / SGB /
-SGB_newton / SGB_learned next to the paper's Table 1, each method's units, training seconds,
-passes and why it stopped, and the units at which the best SGB variant first reaches GB's final
-metric. SLICE and YEAR are not on this machine; the regression streams of
-``../shared/data/regression/`` stand in (keggundirected is closest to SLICE in size).
+* **the same inputs**: features standardised with the training rows' statistics (per channel for
+  images), regression targets too, for every method alike; the same ``y0`` (the mean);
+* **two regimes**: *one pass* (every method reads each training row once; GB trains its ``N``
+  stages on ``N`` consecutive chunks of the pass) and *the budget* (``--passes`` passes for the
+  streaming methods, GB as many epochs per stage as give it the same compute units);
+* **two optimizers**, each over its own rate grid: the library's default, schedule-free AdamW
+  at a constant rate (``--sf-grid``), and Adam under a cosine that knows the end
+  (``--adam-grid``); both with the fan-in rule (``lr_fan_in`` 64) so that wide layers get
+  proportionally smaller rates. A grid is extended by its own ratio while a method's chosen
+  rate lies at its edge, at most ``--extensions`` times per edge (a rate still at an edge is
+  listed in the row's ``lr_at_edge``);
+* **chosen on validation**: each method's rate, then its optimizer, and the best SGB variant,
+  by the final loss on a validation split of the training rows (never by the test set);
+* **seeds**: the chosen setting runs from ``--seeds`` seeds (initialisation and pass order);
+  the table gives the mean and the standard deviation of the final test metric;
+* **baselines**: ``base`` (one weak learner), ``wide`` (one hidden layer with the ensemble's
+  parameters), ``deep`` (a residual network of 3 hidden layers with the ensemble's
+  parameters), ``GB`` (gradient targets) and, on classification rows, ``GB_newton`` (the Newton
+  targets of SGB_newton and SGB_learned).
+
+Fitting the budget of a few hours on 2 cores (run two data sets at a time, one thread each):
+every stream is capped at ``--max-train`` training rows (the row's ``train_rows``).
+
+Writes ``experiments/results/sgb_vs_gb/<name>/<regime>-<optimizer>/`` (each run's
+``results.json``, ``compute.png``, ``wall.png``, TensorBoard logs) and overall ``table.json``
+(one row per stream, see :func:`table_row`), ``table.md`` and ``summary.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
 
 from torchboost.harness import DATASETS, METHODS, ExperimentConfig
 from torchboost.harness.cli import format_summary
 from torchboost.harness.driver import run_comparison
-from torchboost.harness.driver import table_row as driver_row
+from torchboost.harness.methods import streaming_variants
+from torchboost.lightning.module import quiet_streaming_notices
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "sgb_vs_gb"
 
-def configs(args: argparse.Namespace) -> list[ExperimentConfig]:
-    """The runs: every registered data set (:data:`~torchboost.harness.DATASETS`, in its
-    order) found under the shared data folder or bundled, plus SLICE/YEAR from ``--slice`` /
-    ``--year``, each with its spec's ``comparison`` settings; ``--quick`` shrinks every run
-    last. Under ``--schedule cosine`` (the default) every method runs ``--passes`` passes
-    (MNIST ``--mnist-passes``) with its rate chosen from ``--lr-grid`` on the validation
-    split."""
-    scheduled: dict = {"schedule": args.schedule, "eval_points": 20,
-                       "lr_fan_in": args.lr_fan_in}
-    if args.schedule == "cosine":
-        scheduled.update(lr_grid=list(args.lr_grid), max_passes=args.passes)
+#: The regimes: the streaming one (one pass) and the multi-pass budget.
+REGIMES = ("one_pass", "budget")
+#: The optimizer settings: (optimizer, schedule).
+SETTINGS = {"schedule_free": ("schedule_free", "constant"), "adam": ("adam", "cosine")}
+
+
+def configs(args: argparse.Namespace) -> list[tuple[str, str, ExperimentConfig]]:
+    """``(regime, setting, config)`` for every data set found (the shared data folder, the
+    bundled ABALONE, ``--slice`` / ``--year``) and ``--datasets``, each with its spec's
+    ``comparison`` settings; ``--quick`` shrinks every run."""
     given = {"slice": args.slice, "year": args.year}
-    runs: list[tuple[str, str | None, dict]] = []
+    out = []
     for spec in DATASETS.values():
         path = given.get(spec.name) or (str(SHARED / spec.shared_path) if spec.shared_path
                                         else None)
         if path is None and not spec.bundled:
             continue  # not on this machine (a9a, any CSV)
-        settings = dict(spec.comparison)
-        if spec.name == "mnist" and args.schedule == "cosine":
-            settings["max_passes"] = args.mnist_passes
-        runs.append((spec.name, path, settings))
-    quick = {"max_train": 2000, "gb_max_epochs": 2, "max_passes": 3, "eval_points": 10}
-    found = [ExperimentConfig.for_dataset(dataset, path, **{**scheduled, **settings,
-                                                            **(quick if args.quick else {})})
-             for dataset, path, settings in runs]
-    chosen = [c for c in found if not args.datasets or c.name in args.datasets]
-    for config in chosen:
-        if args.methods:
-            config.methods = list(args.methods)
-        if args.suffix:
-            config.name += args.suffix
-    return chosen
+        if args.datasets and spec.name not in args.datasets:
+            continue
+        for regime in REGIMES:
+            for setting, (optimizer, schedule) in SETTINGS.items():
+                grid = args.sf_grid if optimizer == "schedule_free" else args.adam_grid
+                settings: dict[str, Any] = {
+                    **spec.comparison, "max_train": args.max_train, "max_passes": args.passes,
+                    "one_pass": regime == "one_pass", "fixed_budget": True,
+                    "optimizer": optimizer,
+                    "schedule": schedule, "lr_grid": list(grid), "lr_fan_in": 64.0,
+                    "grid_extensions": args.extensions, "seeds": args.seeds,
+                    "eval_points": args.eval_points}
+                if args.quick:
+                    settings.update(max_train=1500, max_passes=2, seeds=2, eval_points=5,
+                                    grid_extensions=1)
+                if args.methods:
+                    settings["methods"] = list(args.methods)
+                out.append((regime, setting,
+                            ExperimentConfig.for_dataset(spec.name, path, **settings)))
+    return out
 
 
-def table_row(name: str, results: dict) -> dict:
-    """The driver's row (final test metric, units, wall seconds, passes, stop reason and
-    parameters of every method, ``units_SGB_to_GB_final``) plus the paper's Table 1 (Hu et al.
-    2017: base / GB / SGB average test loss, :attr:`DatasetSpec.paper`)."""
-    spec = DATASETS.get(results["config"]["dataset"])
+def _choose(runs: dict[str, dict], method: str) -> tuple[str, dict] | None:
+    """The optimizer setting of ``method`` with the lowest validation loss (mean over seeds)."""
+    found = [(setting, r["methods"][method]) for setting, r in runs.items()
+             if method in r["methods"]]
+    return min(found, key=lambda f: f[1]["val_loss_mean"]) if found else None
+
+
+def table_row(name: str, results: dict[str, dict[str, dict]]) -> dict[str, Any]:
+    """One stream's row from its runs ``results[regime][setting]``: for every method ``m`` and
+    regime (suffix ``""`` for the budget, ``"_one_pass"`` for one pass) the final test metric
+    ``m`` (mean over seeds), ``std_m``, ``seeds_m``, ``lr_m``, ``lr_grid_m``, ``optimizer_m``,
+    ``schedule_m``, ``units_m`` and ``params_m`` of the setting chosen on validation
+    (``val_m``); ``best_SGB`` (on validation), ``GB_like_best_SGB`` (GB with the best variant's
+    targets), ``winner`` (the lowest mean), ``lr_at_edge`` (methods whose rate stayed at an
+    edge of its extended grid), ``train_rows``, ``passes``, ``seeds`` and the paper's Table 1."""
+    first = next(iter(results["budget"].values()))
+    config = first["config"]
+    row: dict[str, Any] = {"data": name, "metric": {"error": "error rate", "mse": "MSE"}.get(
+        first["metric"], "loss"), "standardized": True, "best_SGB_by": "validation",
+        "train_rows": first["train_rows"], "passes": config["max_passes"], "seeds": config["seeds"],
+        "lr_at_edge": []}
+    for regime in REGIMES:
+        suffix = "" if regime == "budget" else "_one_pass"
+        runs = results[regime]
+        chosen = {}
+        for m in METHODS:
+            pick = _choose(runs, m)
+            if pick is None:
+                row.update({f"{k}{m}{suffix}": None for k in (
+                    "", "std_", "seeds_", "lr_", "lr_grid_", "optimizer_", "schedule_", "units_",
+                    "params_", "val_")})
+                continue
+            setting, method = pick
+            chosen[m] = method
+            optimizer, schedule = SETTINGS[setting]
+            row.update({f"{m}{suffix}": method["mean"], f"std_{m}{suffix}": method["std"],
+                        f"seeds_{m}{suffix}": method["seed_metrics"],
+                        f"lr_{m}{suffix}": method["lr"], f"lr_grid_{m}{suffix}": method["lr_grid"],
+                        f"optimizer_{m}{suffix}": optimizer, f"schedule_{m}{suffix}": schedule,
+                        f"units_{m}{suffix}": method["units"],
+                        f"params_{m}{suffix}": method["params"],
+                        f"val_{m}{suffix}": method["val_loss_mean"]})
+            if method["lr_at_edge"]:
+                row["lr_at_edge"].append(f"{m}{suffix}")
+        variants = [m for m in streaming_variants() if m in chosen]
+        best = min(variants, key=lambda m: chosen[m]["val_loss_mean"]) if variants else None
+        row[f"best_SGB{suffix}"] = best
+        newton = best in ("SGB_newton", "SGB_learned") and "GB_newton" in chosen
+        row[f"GB_like_best_SGB{suffix}"] = "GB_newton" if newton else "GB"
+        row[f"winner{suffix}"] = min(chosen, key=lambda m: chosen[m]["mean"])
+    spec = DATASETS.get(config["dataset"])
     paper = spec.paper if spec is not None else None
-    return {**driver_row(name, results), "paper_base": paper[0] if paper else None,
-            "paper_GB": paper[1] if paper else None, "paper_SGB": paper[2] if paper else None}
+    row.update({"paper_base": paper[0] if paper else None,
+                "paper_GB": paper[1] if paper else None,
+                "paper_SGB": paper[2] if paper else None})
+    return row
 
 
 def markdown(rows: list[dict]) -> str:
-    def fmt(value: float | None, spec: str = ".4g") -> str:
-        return "—" if value is None else format(value, spec)
+    """The table: mean ± sd of the final test metric per method, one pass and the budget."""
+    def cell(r: dict, m: str, suffix: str) -> str:
+        value = r.get(f"{m}{suffix}")
+        if value is None:
+            return "—"
+        mark = "**" if r[f"winner{suffix}"] == m else ""
+        return f"{mark}{value:.4g} ± {r[f'std_{m}{suffix}']:.2g}{mark}"
 
-    head = ("| data | metric | " + " | ".join(METHODS) + " | paper base / GB / SGB | "
-            "best SGB's units to GB's final |\n" + "|---" * (len(METHODS) + 4) + "|\n")
-    finals = head + "".join(
-        f"| {r['data']} | {r['metric']} | " + " | ".join(fmt(r[m]) for m in METHODS)
-        + f" | {fmt(r['paper_base'])} / {fmt(r['paper_GB'])} / {fmt(r['paper_SGB'])} | "
-        f"{fmt(r['units_SGB_to_GB_final'], ',.0f')} ({r['best_SGB'] or '—'}) |\n" for r in rows)
-    cost = ("\nUnits, training seconds, passes (GB: epochs), why each run stopped and its "
-            "learning rate:\n\n"
-            "| data | " + " | ".join(METHODS) + " |\n" + "|---" * (len(METHODS) + 1) + "|\n")
-    cost += "".join(
-        f"| {r['data']} | " + " | ".join(
-            "—" if r[m] is None else f"{r[f'units_{m}']:,.0f} u, {r[f'wall_s_{m}']:.0f} s, "
-            f"{r[f'passes_{m}']:.3g} p, {r[f'stop_{m}']}, lr {r.get(f'lr_{m}') or 0:g}"
-            for m in METHODS) + " |\n"
-        for r in rows)
-    winners = ("\nWho wins: the lowest final test metric, and the lowest at the best SGB variant's "
-               "final units and at its training seconds (a method that stopped earlier counts "
-               "with its converged metric):\n\n| data | at the end | at the best SGB's units | "
-               "at the best SGB's seconds |\n|---|---|---|---|\n")
-    winners += "".join(f"| {r['data']} | {r['winner_final']} | {r.get('winner_at_SGB_units', '—')}"
-                       f" | {r.get('winner_at_SGB_wall', '—')} |\n" for r in rows)
-    return finals + cost + winners
+    out = []
+    for suffix, title in (("_one_pass", "One pass (every row read once)"),
+                          ("", "The multi-pass budget")):
+        out.append(f"\n{title}: final test metric, mean ± sd over seeds (bold: lowest mean)\n")
+        out.append("| data | metric | " + " | ".join(METHODS) + " | best SGB (validation) |")
+        out.append("|---" * (len(METHODS) + 3) + "|")
+        out.extend(f"| {r['data']} | {r['metric']} | "
+                   + " | ".join(cell(r, m, suffix) for m in METHODS)
+                   + f" | {r[f'best_SGB{suffix}']} |" for r in rows)
+    out.append("\nChosen optimizer and rate (sf: schedule-free AdamW, constant; adam: Adam + "
+               "cosine), one pass / budget:\n")
+    out.append("| data | " + " | ".join(METHODS) + " |")
+    out.append("|---" * (len(METHODS) + 1) + "|")
+    short = {"schedule_free": "sf", "adam": "adam", None: "—"}
+    out.extend(f"| {r['data']} | " + " | ".join(
+        " / ".join(f"{short[r[f'optimizer_{m}{s}']]} {r[f'lr_{m}{s}'] or 0:.3g}"
+                   for s in ("_one_pass", "")) for m in METHODS) + " |" for r in rows)
+    edges = [f"{r['data']}: {', '.join(r['lr_at_edge'])}" for r in rows if r["lr_at_edge"]]
+    out.append("\nRates still at an edge of the extended grid: "
+               + ("; ".join(edges) if edges else "none") + ".\n")
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    """One panel per stream: every method's mean ± sd, one pass and the budget, relative to
+    the budget's best method (1 = the best)."""
+    fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 3.6), squeeze=False)
+    for ax, r in zip(axes[0], rows, strict=True):
+        best = min(r[m] for m in METHODS if r.get(m) is not None)
+        names = [m for m in METHODS if r.get(m) is not None]
+        for offset, suffix, label in ((-0.18, "_one_pass", "one pass"), (0.18, "", "budget")):
+            xs = [i + offset for i, m in enumerate(names) if r.get(f"{m}{suffix}") is not None]
+            ys = [r[f"{m}{suffix}"] / best for m in names if r.get(f"{m}{suffix}") is not None]
+            es = [r[f"std_{m}{suffix}"] / best for m in names
+                  if r.get(f"{m}{suffix}") is not None]
+            ax.errorbar(xs, ys, yerr=es, fmt="o", capsize=3, label=label)
+        ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
+        ax.set_title(f"{r['data']} ({r['metric']})", fontsize=9)
+        ax.axhline(1.0, color="grey", lw=0.5)
+    axes[0][0].set_ylabel("final test metric / budget's best")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_table(out: Path) -> list[dict]:
+    """``table.json``, ``table.md`` and ``summary.png`` from every
+    ``<out>/<name>/<regime>-<setting>/results.json`` (data sets run in separate processes make
+    one table); a stream with a regime missing is left out."""
+    found: dict[str, dict[str, dict[str, dict]]] = {}
+    for path in sorted(out.glob("*/*-*/results.json")):
+        regime, setting = path.parent.name.split("-", 1)
+        found.setdefault(path.parent.parent.name, {}).setdefault(regime, {})[setting] = \
+            json.loads(path.read_text())
+    order = list(DATASETS)
+    names = sorted((n for n, r in found.items() if set(r) == set(REGIMES)),
+                   key=lambda n: (order.index(n) if n in order else len(order), n))
+    rows = [table_row(name, found[name]) for name in names]
+    (out / "table.json").write_text(json.dumps(rows, indent=2))
+    (out / "table.md").write_text(markdown(rows))
+    if rows:
+        plot(rows, out / "summary.png")
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", help="names to run (default: all available)")
     parser.add_argument("--quick", action="store_true", help="small subsets, for a smoke run")
+    parser.add_argument("--table", action="store_true",
+                        help="only rebuild the table and figure from the results there")
     parser.add_argument("--slice", help="path to slice_localization_data.csv")
     parser.add_argument("--year", help="path to YearPredictionMSD.txt")
-    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                        help="cosine: a fixed budget of passes under a cosine decay, the rate "
-                             "chosen per method on validation data; constant: the rate of the "
-                             "configuration until the validation curve plateaus")
-    parser.add_argument("--lr-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2],
-                        help="learning rates tried for every method (cosine)")
-    parser.add_argument("--passes", type=int, default=20, help="passes under cosine")
+    parser.add_argument("--max-train", type=int, default=8000,
+                        help="training rows of every stream (before the validation split)")
+    parser.add_argument("--passes", type=int, default=5, help="the budget's passes")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--extensions", type=int, default=2,
+                        help="rates added beyond a grid edge at most, per edge")
+    parser.add_argument("--sf-grid", type=float, nargs="+", default=[3e-2, 1e-1, 3e-1])
+    parser.add_argument("--adam-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2])
+    parser.add_argument("--eval-points", type=int, default=10)
     parser.add_argument("--methods", nargs="*", help="the methods to run (default: all)")
-    parser.add_argument("--suffix", default="",
-                        help="appended to each run's name (its folder and table row)")
-    parser.add_argument("--lr-fan-in", type=float, default=None,
-                        help="scale every method's rate for weights wider than this fan-in "
-                             "(the library's default rule uses 64; default: one rate)")
-    parser.add_argument("--mnist-passes", type=int, default=10, help="MNIST's passes (cosine)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {OUT}, with --quick its quick/ folder)")
     args = parser.parse_args()
     if args.out is None:
         args.out = OUT / "quick" if args.quick else OUT
-    for config in configs(args):
-        try:
-            results = run_comparison(config, args.out / config.name)
-        except FileNotFoundError as missing:
-            print(f"skipping {config.name}: {missing}")
-            continue
-        print(format_summary(results), flush=True)
-        write_table(args.out)
+    if not args.table:
+        torch.set_num_threads(int(os.environ.get("TORCHBOOST_THREADS", "1")))
+        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+        quiet_streaming_notices()
+        for regime, setting, config in configs(args):
+            try:
+                results = run_comparison(config, args.out / config.name / f"{regime}-{setting}",
+                                         progress=False)
+            except FileNotFoundError as missing:
+                print(f"skipping {config.name}: {missing}")
+                continue
+            print(f"[{regime}, {setting}]\n{format_summary(results)}", flush=True)
     print(markdown(write_table(args.out)))
-
-
-def write_table(out: Path) -> list[dict]:
-    """``table.json`` and ``table.md`` from every ``<out>/<name>/results.json`` there, so that
-    runs of different data sets in separate processes (``--datasets``) make one table."""
-    order = list(DATASETS)
-    found = {path.parent.name: json.loads(path.read_text())
-             for path in sorted(out.glob("*/results.json"))}
-    names = sorted(found, key=lambda name: (order.index(name) if name in order else len(order),
-                                            name))
-    rows = [table_row(name, found[name]) for name in names]
-    (out / "table.json").write_text(json.dumps(rows, indent=2))
-    (out / "table.md").write_text(markdown(rows))
-    return rows
 
 
 if __name__ == "__main__":

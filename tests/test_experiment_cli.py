@@ -83,7 +83,8 @@ def test_comparison_trains_through_lightning_as_a_plain_loop_would(small_run):
     run = out / "tensorboard" / config.name
     tags = {}
     for sub in ("SGB", "base", "GB"):
-        events = EventAccumulator(str(run / sub), size_guidance={"scalars": 0})
+        events = EventAccumulator(str(run / results["methods"][sub]["run"]),
+                                  size_guidance={"scalars": 0})
         events.Reload()
         tags[sub] = set(events.Tags()["scalars"])
     assert {"test/loss", "test/mse", "progressive/loss", "compute_units",
@@ -146,3 +147,15 @@ def test_cli_demo_refuses_a_pass_count_below_one(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--max-passes", "-1"])
     assert "--max-passes: must be an integer >= 1, got -1" in capsys.readouterr().err
+
+
+def test_cli_demo_says_how_its_settings_differ_from_the_readme_table(capsys, monkeypatch,
+                                                                      tmp_path):
+    from torchboost.harness import cli
+
+    monkeypatch.setattr(cli, "DEMO", {"gb_max_epochs": 1, "max_passes": 1, "eval_points": 2,
+                                      "max_train": 200, "methods": ["base"]})
+    assert main(["demo", "--max-passes", "1", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert cli.DEMO_DIFFERS in printed and "base" in printed
+    assert "3 seeds" in cli.DEMO_DIFFERS and "validation" in cli.DEMO_DIFFERS

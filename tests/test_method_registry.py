@@ -19,11 +19,13 @@ from torchboost.harness.methods import streaming_variants
 
 
 def test_the_registry_lists_every_method_once_in_the_tables_order():
-    assert list(METHODS) == ["base", "wide", "GB", "SGB", "SGB_newton", "SGB_learned"]
+    assert list(METHODS) == ["base", "wide", "deep", "GB", "GB_newton", "SGB", "SGB_newton",
+                             "SGB_learned"]
     assert streaming_variants() == ("SGB", "SGB_newton", "SGB_learned")
-    assert [METHODS[m].kind for m in ("base", "wide", "GB")] == ["single", "single",
-                                                                   "stagewise"]
-    assert [m for m, spec in METHODS.items() if spec.newton] == ["SGB_newton"]
+    assert [METHODS[m].kind for m in ("base", "wide", "deep", "GB", "GB_newton")] == [
+        "single", "single", "single", "stagewise", "stagewise"]
+    assert [m for m, spec in METHODS.items() if spec.newton] == ["GB_newton", "SGB_newton"]
+    assert [m for m, spec in METHODS.items() if spec.classification] == ["GB_newton"]
     with pytest.raises(ValueError, match="registered already"):
         register_method(METHODS["SGB"])
     with pytest.raises(ValueError, match="unknown or no methods"):

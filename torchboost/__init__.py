@@ -28,6 +28,7 @@ from torchboost.chaining import (
 from torchboost.learners import (
     BoundedOutput,
     ConvNet,
+    ResidualNet,
     StumpRegressor,
     TwoLayerNet,
     WeakLearners,
@@ -58,6 +59,7 @@ __all__ = [
     "OnlineMBBM",
     "OzaBoost",
     "ProjectedOGD",
+    "ResidualNet",
     "ResidualSGB",
     "SingleLearner",
     "StagewiseGB",

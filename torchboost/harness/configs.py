@@ -27,11 +27,11 @@ from torch import nn
 
 from torchboost import data
 from torchboost.harness.methods import METHODS
-from torchboost.learners import ConvNet, TwoLayerNet
+from torchboost.learners import ConvNet, ResidualNet, TwoLayerNet
 from torchboost.params import positive_float, positive_int
 from torchboost.registries import add
 
-__all__ = ["DATASETS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
+__all__ = ["DATASETS", "OPTIMIZERS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
            "LearnerConfig", "load_dataset", "register_dataset"]
 
 
@@ -80,6 +80,42 @@ class LearnerConfig:
             raise ValueError(f"unknown learner kind {self.kind!r} (two_layer, conv, linear)")
         return dataclasses.replace(self, hidden=self.hidden * n)
 
+    def deep_factory(self, dataset: data.Dataset, out_features: int, n: int,
+                     depth: int) -> Callable[[], nn.Module]:
+        """A zero-argument constructor of the "deep" baseline: a :class:`ResidualNet` of
+        ``depth`` hidden layers whose width is chosen so that its parameter count is the closest
+        to the wide network's (:meth:`widened`: ``n`` learners' parameters less ``n − 1``
+        output biases). A conv learner's convolution (its channels, kernel and stride) is the
+        deep network's stem; a linear learner has no deep counterpart (``ValueError``)."""
+        if self.kind == "linear":
+            raise ValueError("a linear learner has no deep counterpart: a sum of linear "
+                             "learners is one linear model")
+        target = sum(p.numel() for p in self.widened(n).factory(dataset, out_features)()
+                     .parameters())
+        if self.kind == "conv":
+            probe = self.factory(dataset, out_features)()
+            conv, activation = probe[0], self.activation
+
+            def stem() -> nn.Module:
+                return nn.Sequential(nn.Conv2d(conv.in_channels, conv.out_channels,
+                                               conv.kernel_size, stride=conv.stride),
+                                     type(probe[1])(), nn.Flatten())
+            features = probe[3].in_features
+        else:
+            activation, features = self.activation, dataset.n_features
+
+            def stem() -> nn.Module:
+                return nn.Flatten()
+
+        stem_params = sum(p.numel() for p in stem().parameters())
+
+        def count(width: int) -> int:
+            return stem_params + (features + 1) * width \
+                + (depth - 1) * (width + 1) * width + (width + 1) * out_features
+
+        width = min(range(1, max(2, target)), key=lambda w: (abs(count(w) - target), w))
+        return lambda: ResidualNet(features, width, out_features, depth, activation, stem())
+
     def wide_prediction_units(self, n: int) -> int:
         """Weak-learner predictions one prediction of :meth:`widened` ``(n)`` costs: ``n``, or 1
         for a linear learner (the wide model is the weak learner itself)."""
@@ -88,6 +124,9 @@ class LearnerConfig:
 
 #: The learning-rate schedules of a comparison (see :class:`ExperimentConfig`).
 SCHEDULES = ("constant", "cosine")
+
+#: The learners' optimizers of a comparison (see :class:`ExperimentConfig`).
+OPTIMIZERS = ("adam", "schedule_free")
 
 
 
@@ -123,6 +162,21 @@ class ExperimentConfig:
     fan-in get the rate times ``lr_fan_in / fan_in`` (the library's default rule,
     :class:`~torchboost.learners.OptimizerSpec`; ``None``: one rate for every parameter).
 
+    ``optimizer``: every learner's optimizer, ``"adam"`` (the SGB paper's) or
+    ``"schedule_free"`` (the library's default, :data:`~torchboost.learners.DEFAULT_OPTIMIZER`:
+    horizon-free, so only with ``schedule="constant"``). ``grid_extensions``: while a method's
+    chosen rate lies at an edge of the rates tried, the driver tries the next rate beyond that
+    edge (the grid's own ratio), at most this many times per edge; a rate still at an edge is
+    reported (``lr_at_edge``). ``seeds``: after the rate is chosen (on seed ``seed``), every
+    method runs again at that rate from ``seeds − 1`` further seeds (initialisation and pass
+    order; the data split stays that of ``seed``), and reports the mean and standard deviation.
+    ``fixed_budget``: under a constant rate too, every method runs the stated budget of a
+    cosine run (``max_passes`` passes; GB the epochs per stage that give it the same units),
+    without the plateau or unit stops. ``one_pass``: the streaming regime: every method reads
+    each training row once — the streaming methods one pass, GB its ``N`` stages one after
+    another on ``N`` consecutive chunks of one pass (one epoch each). ``deep_depth``: hidden
+    layers of the ``deep`` baseline (:meth:`LearnerConfig.deep_factory`).
+
     ``rounds_per_step``: the streaming methods learn this many rounds (batches) per Lightning
     step, through :class:`~torchboost.data.BatchGroups`. GB trains in a plain loop, so with one
     round per step Lightning's own cost per step (about 0.2 ms, 20–30 % of a small CPU round)
@@ -155,6 +209,12 @@ class ExperimentConfig:
     schedule: str = "constant"
     lr_grid: list[float] | None = None
     lr_fan_in: float | None = None
+    optimizer: str = "adam"
+    grid_extensions: int = 0
+    seeds: int = 1
+    one_pass: bool = False
+    fixed_budget: bool = False
+    deep_depth: int = 3
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -171,6 +231,17 @@ class ExperimentConfig:
                 or self.rounds_per_step < 1:
             raise ValueError(f"rounds_per_step must be an integer >= 1, got "
                              f"{self.rounds_per_step!r}")
+        positive_int("seeds", self.seeds)
+        positive_int("deep_depth", self.deep_depth)
+        if isinstance(self.grid_extensions, bool) or not isinstance(self.grid_extensions, int) \
+                or self.grid_extensions < 0:
+            raise ValueError(f"grid_extensions must be an integer >= 0, got "
+                             f"{self.grid_extensions!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.optimizer == "schedule_free" and self.schedule != "constant":
+            raise ValueError("the schedule-free optimizer needs no schedule: use "
+                             "schedule='constant' with optimizer='schedule_free'")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.lr_grid is not None and (not self.lr_grid or not all(

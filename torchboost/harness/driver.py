@@ -1,31 +1,37 @@
 """The comparison driver: SGB (and its Newton / learned-step variants) against stagewise GB, the
-base learner and a wide network, each run to convergence, with compute accounting — the SGB
-paper's Fig. 2 (test metric vs training compute) and Table 1 (final test metrics), with honest
-baselines. ``experiments/sgb_vs_gb.py``, ``torchboost demo`` and ``torchboost run`` all use
-:func:`run_comparison`.
+base learner, a wide and a deep network, with compute accounting — the SGB paper's Fig. 2 (test
+metric vs training compute) and Table 1 (final test metrics), with the baselines a sceptic asks
+for, each given the same inputs and the same chances. ``experiments/sgb_vs_gb.py``,
+``torchboost demo`` and ``torchboost run`` all use :func:`run_comparison`.
 
 **Data.** ``max_train`` training rows are subsampled (seed ``seed``), ``val_fraction`` of them
-split off as a validation set that is never trained on; every stopping decision uses it and the
-test set is only reported. Features are standardised with statistics of the warm-up prefix of the
-first training pass; regression targets with the training mean and standard deviation (results
-are reported in the original units).
+split off as a validation set that is never trained on; every choice (stopping, rate, the best
+SGB variant) uses it and the test set is only reported. Every method gets the same inputs:
+features standardised with the training rows' mean and standard deviation (per feature; per
+channel for images), regression targets too (results are reported in the original units), and
+the boosters' own standardisation off.
 
 **Methods** (``config.methods``; all built by :func:`build_seeded` from the same seed, the same
-learner factory, ``y0="mean"`` and the same optimizer learning rate):
+learner factory, ``y0="mean"`` and the same optimizer, ``config.optimizer``: Adam or the
+library's schedule-free default):
 
 * ``base`` — one weak learner trained on the loss (:class:`~torchboost.SingleLearner`);
 * ``wide`` — one module with the ensemble's parameter count
-  (:meth:`~torchboost.harness.LearnerConfig.widened`) trained on the loss by one Adam; one
-  of its predictions costs ``N`` weak-learner predictions (``prediction_units=N``);
+  (:meth:`~torchboost.harness.LearnerConfig.widened`) trained end-to-end; one of its predictions
+  costs ``N`` weak-learner predictions (``prediction_units=N``);
+* ``deep`` — a residual network of ``deep_depth`` hidden layers with the ensemble's parameter
+  count (:meth:`~torchboost.harness.LearnerConfig.deep_factory`), likewise;
 * ``GB`` — stagewise GB with gradient targets (the paper's baseline), each stage trained to
   convergence with early stopping on the validation loss (patience ``gb_patience`` epochs, at
-  most ``gb_max_epochs``);
+  most ``gb_max_epochs``); ``GB_newton`` — with Newton targets, on classification losses (on a
+  regression loss they are the gradient targets);
 * ``SGB`` — the paper: gradient targets, fixed step; ``SGB_newton`` — ``targets="newton"``;
   ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
-  without a Hessian). A Newton variant of a loss without a Hessian is skipped (``skipped``).
+  without a Hessian). A method that does not apply is skipped with the reason (``skipped``).
 
-**Seeding.** Every booster is built with the torch RNG seeded by ``seed``; pass (or GB epoch)
-``p`` over the training rows visits them in the order of seed ``seed + p``.
+**Seeding.** Every booster is built with the torch RNG seeded by its run's seed ``s``; pass (or
+GB epoch) ``p`` visits the training rows in the order of seed ``10007·s + p``. The rate is
+chosen from seed ``seed``; ``seeds − 1`` further seeds then run at it (:func:`choose_rate`).
 
 **Stopping.** GB runs first. The streaming methods (all but GB) stream passes over the
 training rows one after another through Lightning (:func:`~torchboost.harness.fit_streaming`,
@@ -35,19 +41,24 @@ the validation loss (less than ``plateau_tol`` relative improvement over the las
 the units spent, after ``min_passes`` passes), the compute budget (``max_units``, default GB's
 total units), or ``max_passes``.
 
-**Schedules and rates** (``config.schedule``, ``config.lr_grid``). With ``"cosine"`` every
-method runs a stated budget under a cosine decay of its rate to 0 (no plateau or unit stop): the
-streaming methods ``max_passes`` passes, GB :func:`gb_epochs_for_equal_units` epochs per stage
-(its total units closest to the ensembles'), each stage under its own cosine and keeping its
-best epoch on the validation split. With a grid, every method runs once per rate and reports the
-run with the lowest final validation loss (``lr``, ``val_loss``), and every candidate's
-(``lr_candidates``): the rate is chosen on validation data, the reported metric is the final
-test metric of that run.
+**A fixed budget** (:func:`fixed_budget`: ``schedule="cosine"``, ``fixed_budget`` or
+``one_pass``): no plateau or unit stop; the streaming methods run ``max_passes`` passes (one in
+the one-pass regime), GB :func:`gb_epochs_for_equal_units` epochs per stage (its total units
+closest to the ensembles'; in the one-pass regime one epoch of its own ``1/N`` chunk of the
+pass), each stage keeping its best epoch on the validation split. Under ``"cosine"`` every run
+decays its rate to 0 by its end (each GB stage under its own cosine).
+
+**Rates** (``config.lr_grid``, ``grid_extensions``): every method runs once per rate, the grid
+extended beyond an edge while the chosen rate lies there, and reports the run with the lowest
+final validation loss (``lr``, ``val_loss``) and every candidate's (``lr_candidates``): the
+rate is chosen on validation data, the reported metric is the final test metric of that run
+(and its mean over the seeds).
 
 **Compute** (Hu et al. 2017, Sec. 6.2): 1 unit = one weak-learner prediction of one example, an
-update = 2. Streaming boosters and the wide net spend ``3N`` units per example, the base learner
-3, GB's stage ``i`` spends ``i + 3``. Every method is evaluated on the test set every ``K``
-units (and geometrically early on); wall seconds are training time, evaluations excluded.
+update = 2. Streaming boosters and the wide and deep nets spend ``3N`` units per example, the
+base learner 3, GB's stage ``i`` spends ``i + 3``. Every method is evaluated on the test set
+every ``K`` units (and geometrically early on); wall seconds are training time, evaluations
+excluded.
 """
 
 from __future__ import annotations
@@ -71,17 +82,23 @@ from torchboost.harness.methods import METHODS, MethodInputs, streaming_variants
 from torchboost.harness.plotting import plot_compute_curves, save_figure
 from torchboost.harness.stagewise import run_stagewise
 from torchboost.harness.stopping import ConvergenceCallback, StoppingRule
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule
 from torchboost.lightning.cuda_check import plain_cuda_check
 from torchboost.lightning.scalars import tag
 from torchboost.losses import get_loss
 
-__all__ = ["EVAL_GROWTH", "PreparedData", "make_boosters", "method_builders",
-           "prepare_data", "run_comparison", "table_row"]
+__all__ = ["EVAL_GROWTH", "OPTIMIZER_CLASSES", "PreparedData", "choose_rate", "fixed_budget",
+           "make_boosters", "method_builders", "prepare_data", "run_comparison",
+           "streaming_passes", "table_row"]
 
 #: Besides every ``K`` units, evaluate whenever compute has grown by this factor since the last
 #: evaluation, so that the log-scale plots have early points too.
 EVAL_GROWTH = 1.25
+
+#: The optimizer class of each :data:`~torchboost.harness.configs.OPTIMIZERS` name.
+OPTIMIZER_CLASSES: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam, "schedule_free": DEFAULT_OPTIMIZER}
 
 #: Metric keys of a curve point, in the order of preference for the tables.
 _METRIC_KEYS = ("error", "mse", "loss")
@@ -114,7 +131,9 @@ class PreparedData:
 def prepare_data(config: ExperimentConfig, dataset: Dataset | None = None) -> PreparedData:
     """Load (or take) the data set; subsample ``max_train`` training rows and split off
     ``val_fraction`` of them for validation (one permutation of seed ``seed``); standardise the
-    features with the statistics of the warm-up prefix of the first training pass."""
+    inputs of every method alike with the mean and standard deviation of the training rows (per
+    feature for tabular rows, per channel for images) and regression targets with the training
+    mean and standard deviation."""
     ds = dataset if dataset is not None else load_dataset(config)
     order = torch.randperm(len(ds.x_train), generator=torch.Generator().manual_seed(config.seed))
     if config.max_train is not None:
@@ -123,17 +142,23 @@ def prepare_data(config: ExperimentConfig, dataset: Dataset | None = None) -> Pr
     if n_val >= len(order):
         raise ValueError(f"{len(order)} training rows leave none after the validation split")
     val, train = order[:n_val], order[n_val:]
-    x_train, y_train = ds.x_train[train], ds.y_train[train]
+    x_train, y_train = ds.x_train[train].float(), ds.y_train[train]
     y_val, y_test = ds.y_train[val], ds.y_test
-    first = DataStream(x_train, y_train, batch_size=config.batch_size, seed=config.seed)
-    next(iter(first))  # fits the warm-up statistics (or nothing, for images)
+    # per feature (n, d); per channel (n, C, H, W): statistics over every axis but the channel's
+    axes = (0,) if x_train.ndim == 2 else (0, *range(2, x_train.ndim))
+    mean = x_train.mean(dim=axes, keepdim=True)
+    std = x_train.std(dim=axes, keepdim=True).clamp_min(1e-6)
+
+    def standardized(x: Tensor) -> Tensor:
+        return (x.float() - mean) / std
+
     loss_scale = 1.0
     if ds.task == "regression" and config.loss in ("squared", "absolute"):
-        mean, std = y_train.mean(), y_train.std().clamp_min(1e-12)
-        y_train, y_val, y_test = (y_train - mean) / std, (y_val - mean) / std, (y_test - mean) / std
-        loss_scale = float(std) ** (2 if config.loss == "squared" else 1)
-    return PreparedData(ds, first.transform(x_train), y_train, first.transform(ds.x_train[val]),
-                        y_val, first.transform(ds.x_test), y_test, loss_scale)
+        y_mean, y_std = y_train.mean(), y_train.std().clamp_min(1e-12)
+        y_train, y_val, y_test = ((y - y_mean) / y_std for y in (y_train, y_val, y_test))
+        loss_scale = float(y_std) ** (2 if config.loss == "squared" else 1)
+    return PreparedData(ds, standardized(x_train), y_train, standardized(ds.x_train[val]),
+                        y_val, standardized(ds.x_test), y_test, loss_scale)
 
 
 def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | None = None,
@@ -143,47 +168,68 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     learning rate ``lr`` (default ``config.lr``) and, per method, the learning-rate schedule in
     ``schedules`` (none: a constant rate), and the methods skipped with the reason (Newton
     targets for a loss without a Hessian)."""
-    n = config.n_learners
-    # the SGB paper's setting: Adam (the learners' default is schedule-free, horizon-free
-    # learning; experiments/horizon_free.py compares the two), on data standardised above for
-    # every method alike, which the models take as given, not through running statistics
-    common: dict[str, Any] = {"n_outputs": config.n_outputs, "y0": "mean",
-                              "optimizer": torch.optim.Adam,
+    n, m = config.n_learners, config.n_outputs
+    # config.optimizer: the SGB paper's Adam or the library's schedule-free default, on data
+    # standardised above for every method alike, which the models take as given
+    common: dict[str, Any] = {"n_outputs": m, "y0": "mean",
+                              "optimizer": OPTIMIZER_CLASSES[config.optimizer],
                               "optimizer_kwargs": {"lr": config.lr if lr is None else lr},
                               "lr_fan_in": config.lr_fan_in, "standardize": False}
     hessian = get_loss(config.loss).has_hessian
     schedules = schedules or {}
+    learner = config.learner
+    deep = (None if learner.kind == "linear"
+            else learner.deep_factory(data.dataset, m, n, config.deep_depth))
 
     def builder(name: str) -> Callable[[], Booster]:
         inputs = MethodInputs(
-            config, config.learner.factory(data.dataset, config.n_outputs),
-            config.learner.widened(n).factory(data.dataset, config.n_outputs),
-            config.learner.wide_prediction_units(n), common, schedules.get(name), hessian)
+            config, learner.factory(data.dataset, m), learner.widened(n).factory(data.dataset, m),
+            deep, learner.wide_prediction_units(n), common, schedules.get(name), hessian)
         return lambda: METHODS[name].build(inputs)
 
-    skipped = {name: f"{config.loss} loss has no Hessian (no Newton targets)"
-               for name in config.methods if METHODS[name].newton and not hessian}
+    skipped = {}
+    for name in config.methods:
+        if METHODS[name].newton and not hessian:
+            skipped[name] = f"{config.loss} loss has no Hessian (no Newton targets)"
+        elif METHODS[name].classification and data.dataset.task == "regression":
+            skipped[name] = "a regression loss: its Newton targets are its gradient targets"
+        elif name == "deep" and deep is None:
+            skipped[name] = "a linear learner has no deep counterpart"
     builders = {m: builder(m) for m in config.methods if m not in skipped}
     return builders, skipped
 
 
+def streaming_passes(config: ExperimentConfig) -> int:
+    """Passes of the streaming methods: 1 in the one-pass regime, else ``max_passes``."""
+    return 1 if config.one_pass else config.max_passes
+
+
+def fixed_budget(config: ExperimentConfig) -> bool:
+    """Whether every method runs a stated budget (a cosine schedule, ``fixed_budget`` or the
+    one-pass regime) rather than until its validation curve plateaus."""
+    return config.schedule == "cosine" or config.fixed_budget or config.one_pass
+
+
 def gb_epochs_for_equal_units(config: ExperimentConfig) -> int:
-    """Epochs per GB stage under ``schedule="cosine"``: GB's units over all stages,
+    """Epochs per GB stage under a fixed budget (:func:`fixed_budget`): GB's units over all stages,
     ``Σ_i (i + 3)`` per example and epoch, closest to the ensembles' ``3N`` per example and
-    pass over ``max_passes`` passes (at least 1)."""
+    pass over ``max_passes`` passes (at least 1); 1 in the one-pass regime, where each stage
+    reads its own chunk of the pass once."""
+    if config.one_pass:
+        return 1
     n = config.n_learners
     return max(1, round(config.max_passes * 3 * n / sum(i + 3 for i in range(n))))
 
 
-def method_schedules(config: ExperimentConfig,
-                     batches_per_pass: int) -> dict[str, LRSchedulerFactory]:
+def method_schedules(config: ExperimentConfig, batches_per_pass: int,
+                     batches_per_stage: int) -> dict[str, LRSchedulerFactory]:
     """Every method's schedule: none for ``schedule="constant"``; for ``"cosine"`` a cosine
-    decay over the streaming methods' ``max_passes`` passes and over each GB stage's
-    :func:`gb_epochs_for_equal_units` epochs."""
+    decay over the streaming methods' passes (:func:`streaming_passes`) and over each GB
+    stage's :func:`gb_epochs_for_equal_units` epochs of ``batches_per_stage`` batches."""
     if config.schedule == "constant":
         return {}
-    streaming = cosine_schedule(config.max_passes * batches_per_pass)
-    stagewise = cosine_schedule(gb_epochs_for_equal_units(config) * batches_per_pass)
+    streaming = cosine_schedule(streaming_passes(config) * batches_per_pass)
+    stagewise = cosine_schedule(gb_epochs_for_equal_units(config) * batches_per_stage)
     return {m: stagewise if spec.kind == "stagewise" else streaming
             for m, spec in METHODS.items()}
 
@@ -202,23 +248,25 @@ def parameter_count(booster: Booster) -> int:
 @plain_cuda_check()
 def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
                    dataset: Dataset | None = None) -> dict[str, Any]:
-    """Run every configured method to convergence (module docstring), evaluated on the test set
-    every ``K`` compute units; write ``results.json``, ``compute.png`` (test metric vs units),
-    ``wall.png`` (vs training seconds) and TensorBoard logs under ``out_dir``; return the results.
+    """Run every configured method (module docstring), evaluated on the test set every ``K``
+    compute units; write ``results.json``, ``compute.png`` (test metric vs units), ``wall.png``
+    (vs training seconds) and TensorBoard logs under ``out_dir``; return the results.
 
-    ``K`` is ``max_units`` (else GB's most units, ``gb_max_epochs`` epochs per stage, else the
-    most units of ``max_passes`` passes) over ``eval_points``. TensorBoard: one run per method,
-    ``tensorboard/<name>/<method>``, in the tag scheme of :mod:`torchboost.lightning.scalars`
-    (:class:`~torchboost.lightning.StreamingCallback`, :func:`~torchboost.harness.run_stagewise`),
-    so methods overlay on one chart per tag; regression runs add ``test/mse`` in the original
-    target units.
+    ``K`` is ``max_units`` (else GB's most units, else the most units of the streaming
+    methods' passes) over ``eval_points``. TensorBoard: one run per method and rate,
+    ``tensorboard/<name>/<method>/lr=<rate>``, in the tag scheme of
+    :mod:`torchboost.lightning.scalars`, so methods overlay on one chart per tag; regression
+    runs add ``test/mse`` in the original target units.
 
     Returns ``{"config", "metric", "budget_units", "eval_every_units", "methods": {name: {...}},
     "skipped", "best_SGB", "units_SGB_to_GB_final", "at_equal_units", "at_equal_wall",
-    "figure", "wall_figure"}``; each method has its test ``curve`` (points with ``units``,
-    ``seconds``, ``samples``, ``loss`` and ``mse`` / ``error`` where they apply, ``val``), its
-    ``final`` point, ``units``, ``wall_seconds`` (training), ``elapsed_seconds`` (with
-    evaluations), ``passes``, ``stop_reason`` and ``params``.
+    "figure", "wall_figure"}``; each method has its chosen run's test ``curve`` (points with
+    ``units``, ``seconds``, ``samples``, ``loss`` and ``mse`` / ``error`` where they apply,
+    ``val``), its ``final`` point, ``units``, ``wall_seconds`` (training), ``elapsed_seconds``
+    (with evaluations), ``passes``, ``stop_reason``, ``params``, the chosen ``lr`` and its
+    ``val_loss``, every rate tried (``lr_candidates``, ``lr_grid``, ``lr_at_edge``), and over
+    the seeds: ``seed_metrics`` (the final test metric of each), ``seed_val_losses``, ``mean``,
+    ``std`` (sample standard deviation; 0 for one seed) and ``val_loss_mean``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -226,83 +274,131 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
     builders, skipped = method_builders(config, data)
     n = len(data.x_train)
     n_learners = config.n_learners
-    cosine = config.schedule == "cosine"
-    gb_epochs = gb_epochs_for_equal_units(config) if cosine else config.gb_max_epochs
+    fixed = fixed_budget(config)
+    gb_epochs = gb_epochs_for_equal_units(config) if fixed else config.gb_max_epochs
     if config.max_units is not None:
         scale = float(config.max_units)
-    elif "GB" in builders:
+    elif "GB" in builders and not config.one_pass:
         scale = n * gb_epochs * sum(i + 3 for i in range(n_learners))
     else:
-        scale = n * config.max_passes * 3 * n_learners
+        scale = n * streaming_passes(config) * 3 * n_learners
     every = scale / config.eval_points
-    grid = list(config.lr_grid) if config.lr_grid else [config.lr]
     logs = {"save_dir": str(out), "name": "tensorboard", "version": config.name,
             "default_hp_metric": False}
     run = _MethodRun(config, data, every, gb_epochs, logs, progress)
-    schedules = method_schedules(config, run.batches_per_pass)
+    schedules = method_schedules(config, run.batches_per_pass, run.batches_per_stage)
     methods: dict[str, dict[str, Any]] = {}
-    order = ["GB", *[m for m in builders if m != "GB"]] if "GB" in builders else list(builders)
-    for name in order:
-        tried = []
-        for lr in grid:
+    stagewise = [m for m in builders if METHODS[m].kind == "stagewise"]
+    for name in [*stagewise, *[m for m in builders if m not in stagewise]]:
+        def attempt(lr: float, seed: int, name: str = name) -> dict[str, Any]:
             build = method_builders(config, data, lr, schedules)[0][name]
-            booster = build_seeded(build, config.seed)
-            summary = run(name, booster, lr if len(grid) > 1 else None)
+            booster = build_seeded(build, seed)
+            summary = run(name, booster, lr, seed)
             summary["lr"] = lr
             summary["val_loss"] = float(booster.evaluate(data.x_val, data.y_val)["loss"])
-            tried.append(summary)
-        best = min(tried, key=lambda t: t["val_loss"])
-        metric_key = next(key for key in _METRIC_KEYS if key in best["final"])
-        methods[name] = {**best, "lr_candidates": [
-            {"lr": t["lr"], "val_loss": t["val_loss"], "test": t["final"][metric_key],
-             "passes": t["passes"]} for t in tried]}
-        if name == "GB" and run.budget is None and not cosine:
+            return summary
+
+        methods[name] = choose_rate(attempt, config)
+        if name == "GB" and run.budget is None and not fixed:
             run.budget = methods["GB"]["units"]
-    budget = run.budget if not cosine else None
+    budget = run.budget if not fixed else None
 
     ordered = {m: methods[m] for m in config.methods if m in methods}
     metric = next(key for key in _METRIC_KEYS if key in next(iter(ordered.values()))["final"])
     results: dict[str, Any] = {"config": config.to_dict(), "metric": metric,
                                "budget_units": budget, "eval_every_units": every,
-                               "gb_epochs_per_stage": gb_epochs,
-                               "methods": ordered, "skipped": skipped}
+                               "gb_epochs_per_stage": gb_epochs, "train_rows": n,
+                               "val_rows": len(data.x_val), "methods": ordered,
+                               "skipped": skipped}
     results.update(_comparisons(ordered, metric))
     _log_tensorboard(logs, results)
     _write_outputs(out, config, results)
     return results
 
 
+def choose_rate(attempt: Callable[[float, int], dict[str, Any]],
+           config: ExperimentConfig) -> dict[str, Any]:
+    """One method's chosen run: ``attempt(lr, seed)`` at every rate of ``lr_grid`` (or
+    ``lr``) from seed ``seed``, extended beyond an edge while the lowest final validation loss
+    lies there (at most ``grid_extensions`` rates per edge, by the grid's own ratio), then at
+    the chosen rate from ``seeds − 1`` further seeds; see :func:`run_comparison`'s fields."""
+    grid = sorted(config.lr_grid) if config.lr_grid else [config.lr]
+    ratio = grid[1] / grid[0] if len(grid) > 1 else 10 ** 0.5
+    tried = {lr: attempt(lr, config.seed) for lr in grid}
+    extended = {"low": 0, "high": 0}
+    while True:
+        best = min(tried, key=lambda lr: tried[lr]["val_loss"])
+        rates = sorted(tried)
+        edge = "low" if best == rates[0] else "high" if best == rates[-1] else None
+        if len(rates) == 1 or edge is None or extended[edge] >= config.grid_extensions:
+            break
+        extended[edge] += 1
+        lr = best / ratio if edge == "low" else best * ratio
+        tried[lr] = attempt(lr, config.seed)
+    chosen = tried[best]
+    metric_key = next(key for key in _METRIC_KEYS if key in chosen["final"])
+    runs = [chosen, *(attempt(best, config.seed + k) for k in range(1, config.seeds))]
+    metrics = torch.tensor([r["final"][metric_key] for r in runs], dtype=torch.float64)
+    at_edge = len(rates) > 1 and edge is not None
+    return {**chosen, "lr": best, "lr_grid": rates, "lr_at_edge": at_edge,
+            "lr_candidates": [{"lr": lr, "val_loss": t["val_loss"],
+                               "test": t["final"][metric_key], "passes": t["passes"]}
+                              for lr, t in sorted(tried.items())],
+            "seed_metrics": metrics.tolist(),
+            "seed_val_losses": [r["val_loss"] for r in runs],
+            "mean": float(metrics.mean()),
+            "std": float(metrics.std()) if len(runs) > 1 else 0.0,
+            "val_loss_mean": sum(r["val_loss"] for r in runs) / len(runs)}
+
+
 class _MethodRun:
     """Trains one method's booster as the module docstring says and returns its summary (see
     :func:`run_comparison`): GB stage by stage (``gb_epochs`` epochs at most per stage; under a
-    cosine schedule all of them), every other method through Lightning over seeded passes until
-    the stopping rule (under a cosine schedule: all ``max_passes`` passes)."""
+    cosine schedule all of them; in the one-pass regime one epoch of its own chunk of the pass),
+    every other method through Lightning over seeded passes until the stopping rule (under a
+    cosine schedule or in the one-pass regime: all its passes). Pass ``p`` of seed ``s`` visits
+    the training rows in the order of seed ``10007·s + p``."""
 
     def __init__(self, config: ExperimentConfig, data: PreparedData, every: float,
                  gb_epochs: int, logs: dict[str, Any], progress: bool) -> None:
         self.config, self.data, self.every, self.gb_epochs = config, data, every, gb_epochs
         self.logs, self.progress = logs, progress
         self.squared = get_loss(config.loss).name == "squared"
-        self.batches_per_pass = len(self.pass_stream(0))
+        self.batches_per_pass = len(self.pass_stream(config.seed, 0))
+        self.batches_per_stage = (len(self.chunk_stream(config.seed, 0)) if config.one_pass
+                                  else self.batches_per_pass)
         #: the streaming methods' unit budget (``max_units``, else GB's units once it ran)
         self.budget = config.max_units
 
-    def pass_stream(self, p: int) -> DataStream:
-        return self.data.stream(self.config.batch_size, self.config.seed + p)
+    def pass_stream(self, seed: int, p: int) -> DataStream:
+        return self.data.stream(self.config.batch_size, 10007 * seed + p)
 
-    def __call__(self, name: str, booster: Booster, lr: float | None) -> dict[str, Any]:
-        run_name = name if lr is None else f"{name}/lr={lr:g}"
+    def chunk_stream(self, seed: int, stage: int) -> DataStream:
+        """Stage ``stage``'s chunk of the one pass of seed ``seed``: its share of the rows in
+        the pass's order."""
+        data, n = self.data, self.config.n_learners
+        order = torch.randperm(len(data.x_train),
+                               generator=torch.Generator().manual_seed(10007 * seed))
+        rows = order[stage * len(order) // n:(stage + 1) * len(order) // n]
+        return DataStream(data.x_train[rows], data.y_train[rows],
+                          batch_size=self.config.batch_size, seed=10007 * seed + stage,
+                          standardize=None)
+
+    def __call__(self, name: str, booster: Booster, lr: float, seed: int) -> dict[str, Any]:
+        run_name = f"{name}/lr={lr:g}" + (f"/seed={seed}" if seed != self.config.seed else "")
         if METHODS[name].kind == "stagewise":
-            return self.stagewise(booster, run_name)
-        return self.streaming(name, booster, run_name)
+            return {**self.stagewise(booster, run_name, seed), "run": run_name}
+        return {**self.streaming(name, booster, run_name, seed), "run": run_name}
 
-    def stagewise(self, gb: StagewiseGB, run_name: str) -> dict[str, Any]:
+    def stagewise(self, gb: StagewiseGB, run_name: str, seed: int) -> dict[str, Any]:
         config, data = self.config, self.data
         epochs = iter(range(1 << 30))
+        source = self.chunk_stream if config.one_pass else self.pass_stream
         logger = _logger(self.logs, run_name)
         started = time.perf_counter()
-        patience = self.gb_epochs if config.schedule == "cosine" else config.gb_patience
-        run = run_stagewise(gb, lambda: self.pass_stream(next(epochs)), data.x_test, data.y_test,
+        fixed = fixed_budget(config)
+        patience = self.gb_epochs if fixed else config.gb_patience
+        run = run_stagewise(gb, lambda: source(seed, next(epochs)), data.x_test, data.y_test,
                             eval_every_units=self.every, eval_growth=EVAL_GROWTH, loggers=logger,
                             max_epochs=self.gb_epochs, patience=patience,
                             progress=self.progress, validation=(data.x_val, data.y_val),
@@ -310,25 +406,25 @@ class _MethodRun:
         logger.finalize("success")
         epochs_run = sum(stage["epochs"] for stage in run["stages"])
         return {**_summary(run["history"], time.perf_counter() - started, data, self.squared),
-                "passes": epochs_run, "params": parameter_count(gb),
-                "stop_reason": "epochs" if config.schedule == "cosine" else "converged",
-                "stages": run["stages"]}
+                "passes": 1 if config.one_pass else epochs_run, "params": parameter_count(gb),
+                "stop_reason": "epochs" if fixed else "converged", "stages": run["stages"]}
 
-    def streaming(self, name: str, booster: Booster, run_name: str) -> dict[str, Any]:
+    def streaming(self, name: str, booster: Booster, run_name: str, seed: int) -> dict[str, Any]:
         config, data = self.config, self.data
-        if config.schedule == "cosine":
-            rule = StoppingRule(config.plateau_tol, config.max_passes, config.max_passes, None)
+        passes = streaming_passes(config)
+        if fixed_budget(config):
+            rule = StoppingRule(config.plateau_tol, passes, passes, None)
         else:
-            rule = StoppingRule(config.plateau_tol, min(config.min_passes, config.max_passes),
-                                config.max_passes, self.budget)
+            rule = StoppingRule(config.plateau_tol, min(config.min_passes, passes), passes,
+                                self.budget)
         # the validation loss is smoother than the error rate on a small split
         callback = ConvergenceCallback(data.x_test, data.y_test, self.every, val_x=data.x_val,
                                        val_y=data.y_val, rule=rule,
                                        pass_batches=self.batches_per_pass, val_metric="loss",
                                        eval_growth=EVAL_GROWTH)
         started = time.perf_counter()
-        stream: MultiPassStream | BatchGroups = MultiPassStream(self.pass_stream,
-                                                                config.max_passes)
+        stream: MultiPassStream | BatchGroups = MultiPassStream(
+            lambda p: self.pass_stream(seed, p), passes)
         if config.rounds_per_step > 1:
             stream = BatchGroups(stream, config.rounds_per_step)
         fit_streaming(booster, stream, callback, progress=self.progress,
@@ -382,13 +478,14 @@ def _value_at(curve: list[dict[str, float]], axis: str, limit: float, metric: st
 
 
 def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, Any]:
-    """The best SGB variant, the first units at which it reaches GB's final metric, and every
+    """The best SGB variant (the lowest validation loss, mean over seeds), the first units at
+    which its chosen run reaches GB's final metric, and every
     method's metric at the smallest final units and the smallest training time of all
     (``at_equal_units``, ``at_equal_wall``) and at the best SGB variant's final units and
     training time (``at_SGB_units``, ``at_SGB_wall``: a method that stopped earlier counts with
     its final, converged, metric)."""
     variants = [m for m in streaming_variants() if m in methods]
-    best = min(variants, key=lambda m: methods[m]["final"][metric]) if variants else None
+    best = min(variants, key=lambda m: methods[m]["val_loss_mean"]) if variants else None
     reach = None
     if best is not None and "GB" in methods:
         target = methods["GB"]["final"][metric]
@@ -408,24 +505,32 @@ def _comparisons(methods: dict[str, dict[str, Any]], metric: str) -> dict[str, A
 
 
 def table_row(name: str, results: dict[str, Any]) -> dict[str, Any]:
-    """One row of the comparison table: ``data``, ``metric``, the final test metric of every
-    method (``None`` where not run), ``units_<method>``, ``wall_s_<method>``,
-    ``passes_<method>``, ``stop_<method>``, ``params_<method>``, ``lr_<method>`` (the rate
-    chosen on the validation split), ``best_SGB``,
-    ``units_SGB_to_GB_final`` and the winners ``winner_final``, ``winner_at_SGB_units`` and
-    ``winner_at_SGB_wall`` (the best method at the best SGB variant's units and training time,
-    see :func:`_comparisons`)."""
+    """One row of the comparison table: ``data``, ``metric``, for every method ``m`` (``None``
+    where not run) its final test metric ``m`` (mean over seeds), ``std_m``, ``seeds_m`` (each
+    seed's), ``units_m``, ``wall_s_m``, ``passes_m``, ``stop_m``, ``params_m``, ``lr_m`` (the
+    rate chosen on the validation split), ``lr_grid_m`` (the rates tried), ``lr_at_edge_m``,
+    ``optimizer_m`` and ``schedule_m``; ``best_SGB`` (on validation), ``best_SGB_by``,
+    ``units_SGB_to_GB_final`` and the winners ``winner_final`` (the lowest mean), and
+    ``winner_at_SGB_units`` and ``winner_at_SGB_wall`` (the best method at the best SGB
+    variant's units and training time, see :func:`_comparisons`)."""
     metric, methods = results["metric"], results["methods"]
+    config = results["config"]
     comparisons = _comparisons(methods, metric)
     row: dict[str, Any] = {"data": name,
-                           "metric": {"error": "error rate", "mse": "MSE"}.get(metric, "loss")}
-    row.update({m: methods[m]["final"][metric] if m in methods else None for m in METHODS})
-    for prefix, key in (("units", "units"), ("wall_s", "wall_seconds"), ("passes", "passes"),
-                        ("stop", "stop_reason"), ("params", "params"), ("lr", "lr")):
+                           "metric": {"error": "error rate", "mse": "MSE"}.get(metric, "loss"),
+                           "standardized": True, "best_SGB_by": "validation"}
+    row.update({m: methods[m]["mean"] if m in methods else None for m in METHODS})
+    for prefix, key in (("std", "std"), ("seeds", "seed_metrics"), ("units", "units"),
+                        ("wall_s", "wall_seconds"), ("passes", "passes"),
+                        ("stop", "stop_reason"), ("params", "params"), ("lr", "lr"),
+                        ("lr_grid", "lr_grid"), ("lr_at_edge", "lr_at_edge")):
         row.update({f"{prefix}_{m}": methods[m][key] if m in methods else None for m in METHODS})
+    row.update({f"optimizer_{m}": config["optimizer"] if m in methods else None
+                for m in METHODS})
+    row.update({f"schedule_{m}": config["schedule"] if m in methods else None for m in METHODS})
     row["best_SGB"] = comparisons["best_SGB"]
     row["units_SGB_to_GB_final"] = comparisons["units_SGB_to_GB_final"]
-    row["winner_final"] = min(methods, key=lambda m: methods[m]["final"][metric])
+    row["winner_final"] = min(methods, key=lambda m: methods[m]["mean"])
     for key in ("at_SGB_units", "at_SGB_wall"):
         if key in comparisons:
             scores = {m: v for m, v in comparisons[key].items() if m != "limit"}
@@ -438,10 +543,10 @@ def _log_tensorboard(logs: dict[str, Any], results: dict[str, Any]) -> None:
     tag scheme of :mod:`torchboost.lightning.scalars`: ``test/mse`` for squared loss (the
     Lightning runs' ``test/loss`` is half the MSE of standardised targets); classifiers' error
     rates are already there as ``test/error``."""
-    for name, method in results["methods"].items():
+    for method in results["methods"].values():
         if not any("mse" in point for point in method["curve"]):
             continue
-        writer = _logger(logs, name).experiment
+        writer = _logger(logs, method["run"]).experiment
         for point in method["curve"]:
             writer.add_scalar(tag("test", "mse"), point["mse"], int(point["units"]))
         writer.flush()

@@ -1,10 +1,10 @@
 """The methods a comparison runs, one registry entry each: how to build the method's booster and
 how the driver treats it (module docstring of :mod:`torchboost.harness.driver`).
 
-* ``single`` — one module trained on the loss (the base learner, the wide network);
+* ``single`` — one module trained on the loss (the base learner, the wide and the deep network);
 * ``stagewise`` — stagewise GB, trained stage by stage;
 * ``streaming`` — a streaming boosting variant: the driver records its anytime curve, and the
-  best of them (final test metric) is compared with GB.
+  best of them on the validation split is compared with GB.
 
 Adding a method is one :func:`register_method` call.
 """
@@ -27,11 +27,13 @@ class MethodInputs:
     """What a method's builder gets: the configuration's learner factory (and the widened one),
     the options every method shares (``common``: outputs, ``y0``, the optimizer and its rate,
     the fan-in rule, ``standardize=False`` on data standardised beforehand), its schedule, and
-    whether the loss has a Hessian."""
+    whether the loss has a Hessian. ``deep_factory`` builds the deep baseline (``None`` where
+    the learner has no deep counterpart)."""
 
     config: Any
     factory: Callable[[], Any]
     wide_factory: Callable[[], Any]
+    deep_factory: Callable[[], Any] | None
     wide_units: int
     common: dict[str, Any]
     schedule: LRSchedulerFactory | None
@@ -41,13 +43,15 @@ class MethodInputs:
 @dataclass(frozen=True)
 class MethodSpec:
     """One method: its ``name``, ``kind`` (module docstring), its ``build`` from
-    :class:`MethodInputs`, and whether it needs Newton targets (``newton``: skipped, with the
-    reason, for a loss without a Hessian)."""
+    :class:`MethodInputs`, whether it needs Newton targets (``newton``: skipped, with the
+    reason, for a loss without a Hessian) and whether it runs on classification losses only
+    (``classification``: a twin of another method on regression losses)."""
 
     name: str
     kind: Literal["single", "stagewise", "streaming"]
     build: Callable[[MethodInputs], Booster]
     newton: bool = False
+    classification: bool = False
 
 
 #: Every method, in the tables' order (:func:`register_method` adds one).
@@ -75,9 +79,20 @@ register_method(MethodSpec("base", "single", lambda i: SingleLearner(
 register_method(MethodSpec("wide", "single", lambda i: SingleLearner(
     i.wide_factory, i.config.loss, prediction_units=i.wide_units, lr_scheduler=i.schedule,
     **i.common)))
-register_method(MethodSpec("GB", "stagewise", lambda i: StagewiseGB(
-    i.factory, i.config.loss, n_learners=i.config.n_learners, step=i.config.step,
-    lr_scheduler=i.schedule, **i.common)))
+register_method(MethodSpec("deep", "single", lambda i: SingleLearner(
+    i.deep_factory, i.config.loss, prediction_units=i.wide_units, lr_scheduler=i.schedule,
+    **i.common)))
+
+
+def _gb(i: MethodInputs, **options: Any) -> StagewiseGB:
+    return StagewiseGB(i.factory, i.config.loss, n_learners=i.config.n_learners,
+                       step=i.config.step, lr_scheduler=i.schedule, **options, **i.common)
+
+
+register_method(MethodSpec("GB", "stagewise", _gb))
+# GB with SGB_newton's targets: on a regression loss (squared: Hessian 1) it is GB itself
+register_method(MethodSpec("GB_newton", "stagewise", lambda i: _gb(i, targets="newton"),
+                           newton=True, classification=True))
 # the SGB paper: gradient targets, a fixed step
 register_method(MethodSpec("SGB", "streaming", _sgb))
 register_method(MethodSpec("SGB_newton", "streaming",

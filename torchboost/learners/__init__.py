@@ -2,7 +2,7 @@
 
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.loop import LoopEngine
-from torchboost.learners.modules import BoundedOutput, ConvNet, TwoLayerNet
+from torchboost.learners.modules import BoundedOutput, ConvNet, ResidualNet, TwoLayerNet
 from torchboost.learners.optimizers import (
     ELEMENTWISE_OPTIMIZERS,
     PER_LEARNER_OPTIMIZERS,
@@ -24,6 +24,7 @@ __all__ = [
     "LoopEngine",
     "OptimizerSpec",
     "Prodigy",
+    "ResidualNet",
     "StackedEngine",
     "StumpRegressor",
     "TwoLayerNet",

@@ -1,4 +1,5 @@
-"""Ready-made weak-learner modules: the SGB paper's two-layer nets and OGB's bounded wrapper."""
+"""Ready-made modules: the SGB paper's two-layer nets, OGB's bounded wrapper, and the residual
+network that comparisons train end-to-end against an ensemble of the same size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from torch import Tensor, nn
 
 from torchboost.params import positive_int
 
-__all__ = ["BoundedOutput", "ConvNet", "TwoLayerNet"]
+__all__ = ["BoundedOutput", "ConvNet", "ResidualNet", "TwoLayerNet"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "sigmoid": nn.Sigmoid,
@@ -65,6 +66,39 @@ class ConvNet(nn.Sequential):
             nn.Flatten(),
             nn.Linear(channels * side * side, out_features),
         )
+
+
+class ResidualNet(nn.Module):
+    """``stem → Linear(f, width) → activation → depth − 1 residual blocks → Linear(width, m)``,
+    a block being ``x + activation(Linear(width, width)(x))``: the deep network a comparison
+    trains end-to-end against a boosted ensemble with its parameter count
+    (:meth:`~torchboost.harness.LearnerConfig.deep_factory`). ``stem`` (default: flatten) maps the
+    input to ``in_features`` features, e.g. a convolution for images.
+
+    Examples:
+        >>> net = ResidualNet(8, width=6, out_features=1, depth=3)
+        >>> net(torch.zeros(2, 8)).shape, sum(p.numel() for p in net.parameters())
+        (torch.Size([2, 1]), 145)
+    """
+
+    def __init__(self, in_features: int, width: int, out_features: int = 1, depth: int = 3,
+                 activation: str = "sigmoid", stem: nn.Module | None = None) -> None:
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be in {sorted(_ACTIVATIONS)}, got {activation!r}")
+        super().__init__()
+        width = positive_int("width", width)
+        self.stem = stem if stem is not None else nn.Flatten()
+        self.inner = nn.Linear(positive_int("in_features", in_features), width)
+        self.blocks = nn.ModuleList(nn.Linear(width, width)
+                                    for _ in range(positive_int("depth", depth) - 1))
+        self.activation = _ACTIVATIONS[activation]()
+        self.head = nn.Linear(width, positive_int("out_features", out_features))
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.activation(self.inner(self.stem(x)))
+        for block in self.blocks:
+            h = h + self.activation(block(h))
+        return self.head(h)
 
 
 class BoundedOutput(nn.Module):
