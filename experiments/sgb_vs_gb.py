@@ -80,8 +80,9 @@ def configs(args: argparse.Namespace) -> list[tuple[str, str, ExperimentConfig]]
             continue  # not on this machine (a9a, any CSV)
         if args.datasets and spec.name not in args.datasets:
             continue
-        for regime in REGIMES:
-            for setting, (optimizer, schedule) in SETTINGS.items():
+        for regime in args.regimes:
+            for setting in args.settings:
+                optimizer, schedule = SETTINGS[setting]
                 grid = args.sf_grid if optimizer == "schedule_free" else args.adam_grid
                 settings: dict[str, Any] = {
                     **spec.comparison, "max_train": args.max_train, "max_passes": args.passes,
@@ -252,6 +253,11 @@ def main() -> None:
     parser.add_argument("--adam-grid", type=float, nargs="+", default=[3e-3, 1e-2, 3e-2])
     parser.add_argument("--eval-points", type=int, default=10)
     parser.add_argument("--methods", nargs="*", help="the methods to run (default: all)")
+    parser.add_argument("--regimes", nargs="+", choices=REGIMES, default=list(REGIMES),
+                        help="run these regimes only (runs in separate processes make one "
+                             "table)")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS),
+                        default=list(SETTINGS), help="run these optimizer settings only")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {OUT}, with --quick its quick/ folder)")
     args = parser.parse_args()

@@ -23,7 +23,6 @@ __all__ = [
     "LearnerFactory",
     "build_booster",
     "lr_schedule",
-    "threads",
     "torch_dtype",
 ]
 
@@ -83,24 +82,6 @@ def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype in _DTYPES:
         return _DTYPES[dtype]
     raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-
-
-@contextmanager
-def threads(n_threads: int | None) -> Iterator[None]:
-    """Run with ``torch.set_num_threads(n_threads)`` and restore the previous count after;
-    ``None`` leaves torch's setting alone. Small mini-batches gain nothing from intra-op threads,
-    and on a busy machine waiting for them can cost far more than the work itself."""
-    if n_threads is None:
-        yield
-        return
-    if not (isinstance(n_threads, int) and n_threads >= 1):
-        raise ValueError(f"n_threads must be an int >= 1 or None, got {n_threads!r}")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @contextmanager

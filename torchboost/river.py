@@ -22,13 +22,14 @@ the same keys) unless ``classes=[...]`` lists every label up front (logistic los
 classes, softmax for more): the booster's outputs are fixed when it is built.
 
 The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``,
-``learning_rate``, …) are those of :mod:`torchboost.sklearn`'s estimators (``n_threads=1`` is
-usually fastest for one-example predictions); ``seed`` seeds the learners' initialisation. A
-river stream has no known end: the default learners (schedule-free, ``optimizer=
-"schedule_free"``) need no horizon and no schedule; ``lr_schedule`` is ``"constant"``
-(default) or ``"decay"`` (the open-ended :func:`~torchboost.decay_schedule`, for Adam). A
-classifier boosted by an SGB variant fits Newton targets, as the README recommends
-(``booster_kwargs={"targets": "gradient"}``: the paper's).
+``learning_rate``, ``n_threads``, …) are those of :mod:`torchboost.sklearn`'s estimators
+(``n_threads="auto"``: one thread for the small learners and mini-batches of a stream);
+``seed`` seeds the learners' initialisation. A river stream has no known end: the default
+learners (schedule-free, ``optimizer="schedule_free"``) need no horizon and no schedule;
+``lr_schedule`` is ``"constant"`` (default) or ``"decay"`` (the open-ended
+:func:`~torchboost.decay_schedule`, for Adam). A classifier boosted by an SGB variant fits
+Newton targets, as the README recommends (``booster_kwargs={"targets": "gradient"}``: the
+paper's).
 
 Examples:
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -56,10 +57,15 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
 
-from torchboost._adapters import LearnerFactory, build_booster, threads, torch_dtype
+from torchboost._adapters import (
+    LearnerFactory,
+    build_booster,
+    torch_dtype,
+)
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
 from torchboost.params import integer, positive_int
+from torchboost.threads import thread_count, threads
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
@@ -169,7 +175,7 @@ class _RiverBoosting:
                  optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | None = None, lr_schedule: str = "constant") -> None:
+                 n_threads: int | str | None = "auto", lr_schedule: str = "constant") -> None:
         batch_size, seed = positive_int("batch_size", batch_size), integer("seed", seed)
         self.booster = booster
         self.n_learners = n_learners
@@ -232,7 +238,7 @@ class _RiverBoosting:
                 lr_scheduler=lr_schedule_factory(self.lr_schedule, None))
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
-        with threads(self.n_threads):
+        with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
             self.booster_.learn(x, y)
         self._x, self._y = [], []
 
@@ -313,14 +319,14 @@ class _RiverBoosting:
         _, vectors = _rows(X, self.features, self._limit)
         if not vectors:
             return np.zeros((0, self.booster_.out_dim))
-        with threads(self.n_threads):
+        with threads(thread_count(self.n_threads, self.device, self.booster_, len(vectors))):
             out = self.booster_.predict(self._tensor(vectors))
         return out.to("cpu", torch.float64).numpy()
 
     def _scores_one(self, x: dict[Hashable, Any]) -> np.ndarray | None:
         if self.booster_ is None:
             return None
-        with threads(self.n_threads):
+        with threads(thread_count(self.n_threads, self.device, self.booster_, 1)):
             out = self.booster_.predict(self._tensor([self._vector(x)]))
         return out[0].to("cpu", torch.float64).numpy()
 
@@ -382,7 +388,7 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | None = None, lr_schedule: str = "constant") -> None:
+                 n_threads: int | str | None = "auto", lr_schedule: str = "constant") -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
                          optimizer, learning_rate, batch_size, seed, device, dtype, n_threads,
                          lr_schedule)

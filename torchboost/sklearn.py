@@ -76,11 +76,11 @@ from torchboost._adapters import (
     LearnerFactory,
     build_booster,
     lr_schedule,
-    threads,
     torch_dtype,
 )
 from torchboost.boosters import Booster
 from torchboost.params import flag, positive_int
+from torchboost.threads import thread_count, threads
 
 __all__ = ["BOOSTERS", "SGBClassifier", "SGBRegressor"]
 
@@ -156,7 +156,10 @@ class _StreamingBoosting(BaseEstimator):
         device: where the booster lives (``"cpu"``, ``"cuda"``, …).
         dtype: ``"float32"`` or ``"float64"`` (or the ``torch.dtype``) of the learners.
         n_threads: torch's intra-op threads while fitting and predicting (restored after);
-            ``None`` keeps torch's setting. ``1`` is usually fastest for small mini-batches.
+            ``"auto"`` (default): one thread on a CPU for small learners and batches, where a
+            thread pool costs more than it saves (:data:`~torchboost._adapters.AUTO_THREADS_WORK`,
+            measured by ``benchmarks/threads.py``), torch's setting otherwise; ``None`` keeps
+            torch's setting.
     """
 
     def __init__(self, booster: str | type[Booster] = "sgb", *, n_learners: int = 8,
@@ -167,8 +170,8 @@ class _StreamingBoosting(BaseEstimator):
                  learning_rate: float | None = None, lr_schedule: str = "constant",
                  batch_size: int = 32, max_passes: int = 10,
                  standardize: bool = True, random_state: int | None = None,
-                 device: str | torch.device = "cpu",
-                 dtype: str | torch.dtype = "float32", n_threads: int | None = None) -> None:
+                 device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
+                 n_threads: int | str | None = "auto") -> None:
         self.booster = booster
         self.n_learners = n_learners
         self.hidden = hidden
@@ -222,9 +225,9 @@ class _StreamingBoosting(BaseEstimator):
 
     def _fit(self, X: Any, y: Any) -> None:
         X, y = self._validate(X, y, reset=True)
-        with threads(self.n_threads):
-            rounds = self.max_passes * -(-X.shape[0] // self.batch_size)
-            self._start(X, y, classes=None, rounds=rounds)
+        rounds = self.max_passes * -(-X.shape[0] // self.batch_size)
+        self._start(X, y, classes=None, rounds=rounds)
+        with threads(self._threads(self.batch_size)):
             x, z = self._tensors(X, self._encode_targets(y))
             n = x.shape[0]
             for p in range(self.max_passes):
@@ -260,8 +263,12 @@ class _StreamingBoosting(BaseEstimator):
                                  "learn. For a stream that goes on, fit with the default "
                                  "(schedule-free learners need no schedule) or "
                                  "lr_schedule='decay'")
-        with threads(self.n_threads):
+        with threads(self._threads(len(X))):
             self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
+
+    def _threads(self, rows: int) -> int | None:
+        """The intra-op threads for ``rows`` rows (:func:`~torchboost._adapters.thread_count`)."""
+        return thread_count(self.n_threads, self.device, self.booster_, rows)
 
     def _check_partial_classes(self, classes: Any) -> None:
         """Nothing to check for a regressor."""
@@ -356,7 +363,7 @@ class _StreamingBoosting(BaseEstimator):
         predictor = self._predictor()
         x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, device=self.device,
                             dtype=predictor.learners.dtype)
-        with threads(self.n_threads):
+        with threads(self._threads(min(x.shape[0], _PREDICT_CHUNK))):
             out = [predictor.predict(x[i:i + _PREDICT_CHUNK])
                    for i in range(0, x.shape[0], _PREDICT_CHUNK)]
         return torch.cat(out).to("cpu", torch.float64).numpy()

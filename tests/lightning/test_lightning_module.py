@@ -79,3 +79,28 @@ def test_lightning_boosting_round_runs_its_closure_only():
     assert round_.state_dict()["state"] == {}
     with pytest.raises(ValueError, match="closure"):
         round_.step()
+
+
+@pytest.mark.parametrize(("n_threads", "inside"), [("auto", 1), (None, 2), (3, 3)])
+def test_lightning_fit_chooses_its_threads_and_restores_them(n_threads, inside, regression,
+                                                              make_booster, make_stream,
+                                                              trainer_kwargs, monkeypatch):
+    """``n_threads="auto"``: the papers' small learners learn on one CPU thread; ``None``
+    leaves torch's setting; an int is used as given; the fit's end restores torch's count."""
+    booster = make_booster("sgb")
+    seen = []
+    learn = booster.learn
+    monkeypatch.setattr(booster, "learn", lambda x, y: (seen.append(torch.get_num_threads()),
+                                                        learn(x, y))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        module = StreamingBoosterModule(booster, n_threads=n_threads)
+        pl.Trainer(**trainer_kwargs).fit(module, train_dataloaders=make_stream(regression))
+        assert set(seen) == {inside} and len(seen) == 40
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="n_threads must be"):
+        module = StreamingBoosterModule(make_booster("sgb"), n_threads="many")
+        pl.Trainer(**trainer_kwargs).fit(module, train_dataloaders=make_stream(regression))

@@ -20,6 +20,7 @@ from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.protocol import StreamingModel, missing_members
+from torchboost.threads import thread_count
 
 __all__ = ["StreamingBoosterModule"]
 
@@ -79,6 +80,12 @@ class StreamingBoosterModule(pl.LightningModule):
     progress bar; the logged values are host tensors, so Lightning's reading them back on every
     batch costs no device sync. These are drawn against Lightning's step (batches);
     :class:`~torchboost.lightning.StreamingCallback` adds curves against units.
+
+    **Threads.** ``n_threads`` sets torch's intra-op threads for the fit, from its first round
+    until :meth:`teardown` restores them: ``"auto"`` (default) one thread on a CPU for the
+    small learners and batches of the papers, where a thread pool costs more than it saves
+    (:func:`~torchboost.threads.thread_count`), torch's setting otherwise; an int; ``None``
+    leaves torch's setting alone.
 
     **Held-out evaluation.** :meth:`validation_step` logs ``val/loss`` (and ``val/error``) of
     ``booster.evaluate`` on validation batches, averaged over examples.
@@ -141,7 +148,7 @@ class StreamingBoosterModule(pl.LightningModule):
     it as above; :meth:`teardown` takes the synchronizer off the booster again.
     """
 
-    def __init__(self, booster: StreamingModel) -> None:
+    def __init__(self, booster: StreamingModel, n_threads: int | str | None = "auto") -> None:
         super().__init__()
         quiet_streaming_notices()
         missing = missing_members(booster)
@@ -159,6 +166,10 @@ class StreamingBoosterModule(pl.LightningModule):
         self._pending_streams: list[dict[str, Any]] = []
         #: whether :meth:`on_fit_start` switched to torch's plain CUDA check
         self._plain_cuda_check = False
+        self.n_threads = n_threads
+        #: torch's thread count before the fit's first round set ours (``None``: not set)
+        self._threads_before: int | None = None
+        self._threads_chosen = False
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets this plain string before and after each of the ~10 hooks it calls per
@@ -213,12 +224,24 @@ class StreamingBoosterModule(pl.LightningModule):
         size = 0
         for batch in batches:
             x, y = _pair(batch)
+            if not self._threads_chosen:
+                self._choose_threads(x)
             scores = booster.round_scores(booster.learn(x, y))
             size = x.shape[0]
             if booster.sync is not None:
                 size, scores = _global_scores(booster.sync, size, scores)
             self._pending.append((size, scores))
         return size
+
+    def _choose_threads(self, x: Tensor) -> None:
+        """At the fit's first round: torch's intra-op threads for the fit
+        (:func:`~torchboost.threads.thread_count` of ``n_threads``, the first batch's rows),
+        restored by :meth:`teardown`."""
+        self._threads_chosen = True
+        count = thread_count(self.n_threads, x.device, self.booster, x.shape[0])
+        if count is not None and count != torch.get_num_threads():
+            self._threads_before = torch.get_num_threads()
+            torch.set_num_threads(count)
 
     def _logs_this_step(self, batch_idx: int) -> bool:
         """Whether to log this step: when Lightning writes its loggers (every
@@ -294,6 +317,9 @@ class StreamingBoosterModule(pl.LightningModule):
         self.booster.distribute(None)
         restore_cuda_check(self._plain_cuda_check)
         self._plain_cuda_check = False
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
+        self._threads_before, self._threads_chosen = None, False
 
     def on_train_start(self) -> None:
         """Shards the training stream across the processes, puts it where the checkpoint left

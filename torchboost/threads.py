@@ -1,0 +1,57 @@
+"""How many intra-op threads torch uses where the library owns the loop: the estimators'
+``fit``, ``partial_fit`` and predictions, and a Lightning fit of
+:class:`~torchboost.lightning.StreamingBoosterModule`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+__all__ = ["AUTO_THREADS_WORK", "thread_count", "threads"]
+
+
+#: ``n_threads="auto"``: one intra-op thread for a CPU round or prediction whose work (rows ×
+#: the model's parameters) is at most this; torch's own setting above it. From
+#: ``benchmarks/threads.py`` (``benchmarks/threads.json``): see :func:`thread_count`.
+AUTO_THREADS_WORK = 50_000_000
+
+
+def thread_count(n_threads: int | str | None, device: str | torch.device, booster: Any,
+                 rows: int) -> int | None:
+    """The intra-op threads for ``rows`` rows through ``booster``: ``n_threads`` itself, or for
+    ``"auto"`` one thread on a CPU where the work is at most :data:`AUTO_THREADS_WORK` (the
+    papers' learners at their batch sizes: a thread pool costs more than it saves there, up to
+    19× on a loaded machine) and torch's setting (``None``) otherwise."""
+    if n_threads != "auto":
+        return _checked(n_threads)
+    if torch.device(device).type != "cpu":
+        return None
+    work = rows * sum(p.numel() for p in booster.parameters())
+    return 1 if work <= AUTO_THREADS_WORK else None
+
+
+@contextmanager
+def threads(n_threads: int | None) -> Iterator[None]:
+    """Run with ``torch.set_num_threads(n_threads)`` and restore the previous count after;
+    ``None`` leaves torch's setting alone. Small mini-batches gain nothing from intra-op threads,
+    and on a busy machine waiting for them can cost far more than the work itself."""
+    if _checked(n_threads) is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _checked(n_threads: Any) -> int | None:
+    """``n_threads`` if it is ``None`` or an int >= 1, else a ``ValueError``."""
+    if n_threads is None or (isinstance(n_threads, int) and not isinstance(n_threads, bool)
+                             and n_threads >= 1):
+        return n_threads
+    raise ValueError(f"n_threads must be an int >= 1, 'auto' or None, got {n_threads!r}")
