@@ -168,7 +168,20 @@ def markdown(rows: list[dict]) -> str:
         mark = "**" if r[f"winner{suffix}"] == m else ""
         return f"{mark}{value:.4g} ± {r[f'std_{m}{suffix}']:.2g}{mark}"
 
-    out = []
+    out = ["At a glance: the best SGB variant (chosen on validation) against GB with its targets "
+           "and the networks it replaces, mean ± sd over seeds (bold: lowest mean of the five)\n",
+           "| data | regime | base learner | wide net | deep net | GB, same targets | "
+           "best SGB variant |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for suffix, regime in (("_one_pass", "1 pass"), ("", f"{r['passes']} passes")):
+            best, gb = r[f"best_SGB{suffix}"], r[f"GB_like_best_SGB{suffix}"]
+            shown = ["base", "wide", "deep", gb, best]
+            low = min((m for m in shown if r.get(f"{m}{suffix}") is not None),
+                      key=lambda m: r[f"{m}{suffix}"])
+
+            cells = [_glance(r, m, suffix, m == low) for m in shown]
+            out.append(f"| {r['data']} | {regime} | " + " | ".join(cells[:3])
+                       + f" | {cells[3]} ({gb}) | {cells[4]} ({best}) |")
     for suffix, title in (("_one_pass", "One pass (every row read once)"),
                           ("", "The multi-pass budget")):
         out.append(f"\n{title}: final test metric, mean ± sd over seeds (bold: lowest mean)\n")
@@ -183,12 +196,20 @@ def markdown(rows: list[dict]) -> str:
     out.append("|---" * (len(METHODS) + 1) + "|")
     short = {"schedule_free": "sf", "adam": "adam", None: "—"}
     out.extend(f"| {r['data']} | " + " | ".join(
-        " / ".join(f"{short[r[f'optimizer_{m}{s}']]} {r[f'lr_{m}{s}'] or 0:.3g}"
-                   for s in ("_one_pass", "")) for m in METHODS) + " |" for r in rows)
+        " / ".join(f"{short[r[f'optimizer_{m}{s}']]} {r[f'lr_{m}{s}']:.3g}"
+                   if r[f"lr_{m}{s}"] is not None else "—" for s in ("_one_pass", ""))
+        for m in METHODS) + " |" for r in rows)
     edges = [f"{r['data']}: {', '.join(r['lr_at_edge'])}" for r in rows if r["lr_at_edge"]]
     out.append("\nRates still at an edge of the extended grid: "
                + ("; ".join(edges) if edges else "none") + ".\n")
     return "\n".join(out)
+
+
+def _glance(r: dict, m: str, suffix: str, bold: bool) -> str:
+    if r.get(f"{m}{suffix}") is None:
+        return "—"
+    text = f"{r[f'{m}{suffix}']:.4g} ± {r[f'std_{m}{suffix}']:.2g}"
+    return f"**{text}**" if bold else text
 
 
 def plot(rows: list[dict], path: Path) -> Path:
