@@ -317,7 +317,7 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
 
 
 def choose_rate(attempt: Callable[[float, int], dict[str, Any]],
-           config: ExperimentConfig) -> dict[str, Any]:
+                config: ExperimentConfig) -> dict[str, Any]:
     """One method's chosen run: ``attempt(lr, seed)`` at every rate of ``lr_grid`` (or
     ``lr``) from seed ``seed``, extended beyond an edge while the lowest final validation loss
     lies there (at most ``grid_extensions`` rates per edge, by the grid's own ratio), then at
