@@ -208,8 +208,8 @@ def test_driver_in_rounds_per_step_trains_the_same_booster(tmp_path):
 
 def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_path):
     """``schedule="cosine"``: the streaming methods run exactly ``max_passes`` passes, GB the
-    epochs per stage that match their units (here 3 passes × 3·3 units = 27 per example, GB's
-    3 + 4 + 5 = 12 per epoch: 2 epochs), every run decays its rate to 0 by its end, and each
+    fewest epochs per stage that reach their units (here 3 passes × 3·3 units = 27 per example,
+    GB's 3 + 4 + 5 = 12 per epoch: 3 epochs, 36 units), every run decays its rate to 0 by its end, and each
     method reports the grid's rate with the lowest final validation loss."""
     config = ExperimentConfig(name="cos", dataset="synthetic", n_learners=3, lr=0.02,
                               batch_size=48, learner=LearnerConfig(hidden=4), max_passes=3,
@@ -217,7 +217,7 @@ def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_pa
                               methods=["base", "GB", "SGB"])
     data = synthetic_regression(n=600, d=5, seed=0)
     results = run_comparison(config, tmp_path, progress=False, dataset=data)
-    assert results["gb_epochs_per_stage"] == 2
+    assert results["gb_epochs_per_stage"] == 3
     methods = results["methods"]
     for name, method in methods.items():
         tried = method["lr_candidates"]
@@ -227,7 +227,7 @@ def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_pa
         assert method["final"]["mse"] == best["test"]
         assert tried[0]["test"] != tried[1]["test"]
         if name == "GB":
-            assert [s["epochs"] for s in method["stages"]] == [2, 2, 2]
+            assert [s["epochs"] for s in method["stages"]] == [3, 3, 3]
         else:
             assert method["passes"] == 3 and method["stop_reason"] == "max_passes"
     assert methods["SGB"]["units"] == 3 * 9 * 432
@@ -365,7 +365,7 @@ def test_comparison_settings_are_checked():
 
 def test_fixed_budget_at_a_constant_rate_gives_every_method_the_cosine_runs_budget(tmp_path):
     """``fixed_budget`` without a cosine: the streaming methods run exactly ``max_passes``
-    passes, GB the 2 epochs per stage that match their units (as under a cosine), no unit
+    passes, GB the 3 epochs per stage that reach their units (as under a cosine), no unit
     stop and no budget taken from GB."""
     config = ExperimentConfig(name="fixed", dataset="synthetic", n_learners=3, lr=0.02,
                               batch_size=48, learner=LearnerConfig(hidden=4), max_passes=3,
@@ -373,7 +373,7 @@ def test_fixed_budget_at_a_constant_rate_gives_every_method_the_cosine_runs_budg
     results = run_comparison(config, tmp_path, progress=False,
                              dataset=synthetic_regression(n=600, d=5, seed=0))
     methods = results["methods"]
-    assert [s["epochs"] for s in methods["GB"]["stages"]] == [2, 2, 2]
-    assert results["budget_units"] is None and results["gb_epochs_per_stage"] == 2
+    assert [s["epochs"] for s in methods["GB"]["stages"]] == [3, 3, 3]
+    assert results["budget_units"] is None and results["gb_epochs_per_stage"] == 3
     for name in ("base", "SGB"):
         assert (methods[name]["passes"], methods[name]["stop_reason"]) == (3, "max_passes")

@@ -43,8 +43,8 @@ total units), or ``max_passes``.
 
 **A fixed budget** (:func:`fixed_budget`: ``schedule="cosine"``, ``fixed_budget`` or
 ``one_pass``): no plateau or unit stop; the streaming methods run ``max_passes`` passes (one in
-the one-pass regime), GB :func:`gb_epochs_for_equal_units` epochs per stage (its total units
-closest to the ensembles'; in the one-pass regime one epoch of its own ``1/N`` chunk of the
+the one-pass regime), GB :func:`gb_epochs_for_equal_units` epochs per stage (the fewest whose
+total units reach the ensembles'; in the one-pass regime one epoch of its own ``1/N`` chunk of the
 pass), each stage keeping its best epoch on the validation split. Under ``"cosine"`` every run
 decays its rate to 0 by its end (each GB stage under its own cosine).
 
@@ -64,6 +64,7 @@ excluded.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,14 +212,14 @@ def fixed_budget(config: ExperimentConfig) -> bool:
 
 
 def gb_epochs_for_equal_units(config: ExperimentConfig) -> int:
-    """Epochs per GB stage under a fixed budget (:func:`fixed_budget`): GB's units over all stages,
-    ``Σ_i (i + 3)`` per example and epoch, closest to the ensembles' ``3N`` per example and
-    pass over ``max_passes`` passes (at least 1); 1 in the one-pass regime, where each stage
-    reads its own chunk of the pass once."""
+    """Epochs per GB stage under a fixed budget (:func:`fixed_budget`): the fewest whose units
+    over all stages, ``Σ_i (i + 3)`` per example and epoch, reach the ensembles' ``3N`` per
+    example and pass over ``max_passes`` passes (so GB never gets less compute); 1 in the
+    one-pass regime, where each stage reads its own chunk of the pass once."""
     if config.one_pass:
         return 1
     n = config.n_learners
-    return max(1, round(config.max_passes * 3 * n / sum(i + 3 for i in range(n))))
+    return max(1, math.ceil(config.max_passes * 3 * n / sum(i + 3 for i in range(n))))
 
 
 def method_schedules(config: ExperimentConfig, batches_per_pass: int,
