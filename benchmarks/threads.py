@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -29,6 +30,8 @@ SHAPES = [
     ("two-layer d=27 h=10 N=16 b=64 (keggundirected)", lambda: TwoLayerNet(27, 10), (27,), 16,
      64),
     ("two-layer d=384 h=10 N=16 b=64 (SLICE)", lambda: TwoLayerNet(384, 10), (384,), 16, 64),
+    ("two-layer d=384 h=32 N=16 b=128", lambda: TwoLayerNet(384, 32), (384,), 16, 128),
+    ("two-layer d=384 h=64 N=16 b=128", lambda: TwoLayerNet(384, 64), (384,), 16, 128),
     ("two-layer d=384 h=64 N=16 b=256", lambda: TwoLayerNet(384, 64), (384,), 16, 256),
     ("two-layer d=384 h=256 N=16 b=512", lambda: TwoLayerNet(384, 256), (384,), 16, 512),
     ("conv N=8 b=64 (MNIST)", lambda: ConvNet(), (1, 28, 28), 8, 64),
@@ -52,6 +55,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    warnings.simplefilter("ignore")  # random targets: the stall monitor's warnings are noise
     cores = torch.get_num_threads()
     rows = []
     for name, factory, shape, n, batch in SHAPES:

@@ -209,8 +209,8 @@ def test_driver_in_rounds_per_step_trains_the_same_booster(tmp_path):
 def test_driver_under_cosine_gives_every_method_its_best_rate_of_the_grid(tmp_path):
     """``schedule="cosine"``: the streaming methods run exactly ``max_passes`` passes, GB the
     fewest epochs per stage that reach their units (here 3 passes × 3·3 units = 27 per example,
-    GB's 3 + 4 + 5 = 12 per epoch: 3 epochs, 36 units), every run decays its rate to 0 by its end, and each
-    method reports the grid's rate with the lowest final validation loss."""
+    GB's 3 + 4 + 5 = 12 per epoch: 3 epochs, 36 units), every run decays its rate to 0 by its
+    end, and each method reports the grid's rate with the lowest final validation loss."""
     config = ExperimentConfig(name="cos", dataset="synthetic", n_learners=3, lr=0.02,
                               batch_size=48, learner=LearnerConfig(hidden=4), max_passes=3,
                               eval_points=6, schedule="cosine", lr_grid=[0.002, 0.05],

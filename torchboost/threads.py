@@ -14,9 +14,12 @@ __all__ = ["AUTO_THREADS_WORK", "thread_count", "threads"]
 
 
 #: ``n_threads="auto"``: one intra-op thread for a CPU round or prediction whose work (rows ×
-#: the model's parameters) is at most this; torch's own setting above it. From
-#: ``benchmarks/threads.py`` (``benchmarks/threads.json``): see :func:`thread_count`.
-AUTO_THREADS_WORK = 50_000_000
+#: the model's parameters) is at most this; torch's own setting above it. On a quiet 2-core
+#: machine (``benchmarks/threads.py``, ``benchmarks/threads.json``) torch's default threads
+#: took 0.96-1.07× the one-thread time of an SGB round up to 4 million (the papers' shapes,
+#: MNIST's conv learners included) and 0.59-0.83× from 25 million up; on a loaded machine one
+#: thread was up to 19× faster for the small shapes.
+AUTO_THREADS_WORK = 8_000_000
 
 
 def thread_count(n_threads: int | str | None, device: str | torch.device, booster: Any,
