@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
+from torchboost.learners.stacking_probe import StackingProbe, check_output
 
 __all__ = ["LearnerSource", "WeakLearners"]
 
@@ -24,7 +24,7 @@ Mode = Literal["auto", "stacked", "loop"]
 LearnerSource = Callable[[], nn.Module] | Sequence[nn.Module]
 
 
-class WeakLearners(nn.Module):
+class WeakLearners(StackingProbe, nn.Module):
     """N weak learners ``h_1..h_N``, each trained by its own optimizer (schedule-free AdamW by
     default: at rest the parameters hold its averaged weights, :meth:`learning_point` switches
     them to where it learns; :mod:`~torchboost.learners.averaging`).
@@ -125,10 +125,10 @@ class WeakLearners(nn.Module):
         out = self.engine(x, k)
         if isinstance(out, list):
             for i, one in enumerate(out):
-                _check_output(one, i)
+                check_output(one, i)
             out = torch.stack(out)
         else:
-            _check_output(out, None)
+            check_output(out, None)
         if out.ndim == 2:
             out = out.unsqueeze(-1)
         if out.ndim != 3:
@@ -139,71 +139,8 @@ class WeakLearners(nn.Module):
     def forward_one(self, index: int, x: Tensor) -> Tensor:
         """Output of learner ``index`` alone, ``(B, m)``."""
         out = self.engine.forward_one(index, x)
-        _check_output(out, index)
+        check_output(out, index)
         return out.unsqueeze(-1) if out.ndim == 1 else out
-
-    def probe(self, x: Tensor) -> None:
-        """Settle ``mode="auto"`` on the first input (:meth:`_probe`); nothing once settled.
-        Boosters call it before a round starts, so that a fall-back to the loop never rebuilds
-        the optimizers inside a round."""
-        if self._probe_pending:
-            self._probe(x)
-
-    def _probe(self, x: Tensor) -> None:
-        """``mode="auto"`` chose the stacked path from the modules' structure; whether they run
-        under ``vmap`` (an ``nn.LSTM`` does not, nor a forward calling ``.item()`` on a
-        learner's tensors) shows only on the first input. Run the stacked forward and backward
-        once (the random number generators are restored afterwards); if they fail where one
-        learner alone succeeds, fall back to the loop with a one-line warning naming the
-        reason. If the learner alone fails too, the input is at fault: raise, probe again."""
-        devices = [x.device] if x.device.type == "cuda" else []
-        buffers = [(b, b.clone()) for b in self.engine.buffers()]  # the probe leaves them as
-        try:                                                      # they were (a counter, ...)
-            with torch.random.fork_rng(devices=devices), torch.enable_grad():
-                out = self.engine(x, self.n_learners)
-                if torch.is_tensor(out) and out.requires_grad:
-                    out.sum().backward()
-        except Exception as error:
-            self.engine.zero_grad()
-            self._restore(buffers)
-            with torch.random.fork_rng(devices=devices), torch.no_grad():
-                alone = self.engine.learner(0)(x)  # raises when the input is at fault
-            self._restore(buffers)
-            _check_output(alone, 0)  # so does a learner's own output (integer scores, ...)
-            self._fall_back(f"{type(error).__name__}: {str(error).splitlines()[0]}")
-        else:
-            self.engine.zero_grad()
-            self._restore(buffers)
-        self._probe_pending = False
-
-    @staticmethod
-    def _restore(buffers: list[tuple[Tensor, Tensor]]) -> None:
-        with torch.no_grad():
-            for buffer, saved in buffers:
-                buffer.copy_(saved)
-
-    def _fall_back(self, reason: str | None) -> None:
-        """Rebuild the stacked learners as a loop (``reason``: warn with it)."""
-        if any(state for opt in self.engine.optimizers for state in opt.state.values()):
-            raise ValueError(f"the learners cannot run stacked ({reason}) and their optimizer "
-                             "state is not empty; build the booster with mode='loop'")
-        if reason is not None:  # first: a warning turned into an error leaves them stacked
-            warnings.warn(f"mode='auto' falls back to mode='loop': the learners cannot run "
-                          f"stacked under vmap ({reason}); pass mode='loop' to skip this probe",
-                          stacklevel=4)
-        training = self.training
-        modules = [self.engine.learner(i) for i in range(self.n_learners)]
-        self.engine = LoopEngine(modules, self.optimizer_spec)
-        self._build_schedulers()
-        self.mode = "loop"
-        self._probe_pending = False
-        self.train(training)
-
-    def adopt_mode(self, mode: str) -> None:
-        """Before loading a state saved in ``mode``: an auto-stacked container not yet probed
-        takes the loop form when the saved one had fallen back to it."""
-        if mode == "loop" and self.mode == "stacked" and self._probe_pending:
-            self._fall_back(None)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -386,18 +323,6 @@ def _restore_attributes(saved: list[tuple[Any, dict[str, Any], list]]) -> None:
         vars(scheduler).clear()
         vars(scheduler).update(attributes)
         _restore_attributes(chained)
-
-
-def _check_output(out: object, index: int | None) -> None:
-    who = "weak learners return" if index is None else f"weak learner {index} returns"
-    if not torch.is_tensor(out):
-        raise ValueError(f"{who} a {type(out).__name__}, not a tensor: a learner's forward must "
-                         "return its scores as one (B, m) or (B,) tensor (wrap a module with "
-                         "tuple or dict outputs in one that picks the scores)")
-    if not (out.is_floating_point() or out.is_complex()):
-        raise ValueError(f"{who} {out.dtype} scores: a learner's scores must be floating point, "
-                         "so that their gradient can train it (drop the rounding or integer "
-                         "cast from its forward; the booster's predict_label gives labels)")
 
 
 def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:
