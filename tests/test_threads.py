@@ -52,3 +52,13 @@ def test_estimators_learn_and_predict_on_one_thread_by_default_and_restore(estim
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("bad", [0, "many", True, 1.5])
+def test_constructors_refuse_a_bad_thread_count_by_name(bad):
+    from torchboost.lightning import StreamingBoosterModule
+
+    with pytest.raises(ValueError, match="n_threads must be an int >= 1, 'auto' or None"):
+        RiverRegressor(n_threads=bad)
+    with pytest.raises(ValueError, match="n_threads must be an int >= 1, 'auto' or None"):
+        StreamingBoosterModule(SGB(lambda: TwoLayerNet(4, 5), n_learners=2), n_threads=bad)

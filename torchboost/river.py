@@ -65,7 +65,7 @@ from torchboost._adapters import (
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
 from torchboost.params import integer, positive_int
-from torchboost.threads import thread_count, threads
+from torchboost.threads import check_threads, thread_count, threads
 
 __all__ = ["SGBClassifier", "SGBRegressor"]
 
@@ -192,7 +192,7 @@ class _RiverBoosting:
         self.seed = seed
         self.device = device
         self.dtype = dtype
-        self.n_threads = n_threads
+        self.n_threads = check_threads(n_threads)
         self.features: list[Hashable] | None = None
         self.booster_: Booster | None = None
         self._x: list[list[float]] = []

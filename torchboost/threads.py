@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["AUTO_THREADS_WORK", "thread_count", "threads"]
+__all__ = ["AUTO_THREADS_WORK", "check_threads", "thread_count", "threads"]
 
 
 #: ``n_threads="auto"``: one intra-op thread for a CPU round or prediction whose work (rows ×
@@ -50,6 +50,12 @@ def threads(n_threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def check_threads(n_threads: Any) -> int | str | None:
+    """``n_threads`` if it is ``"auto"``, ``None`` or an int >= 1, else a ``ValueError`` naming
+    it: for constructors that take ``n_threads``, so that a bad value fails before anything."""
+    return n_threads if n_threads == "auto" else _checked(n_threads)
 
 
 def _checked(n_threads: Any) -> int | None:

@@ -20,7 +20,7 @@ from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.protocol import StreamingModel, missing_members
-from torchboost.threads import thread_count
+from torchboost.threads import check_threads, thread_count
 
 __all__ = ["StreamingBoosterModule"]
 
@@ -166,7 +166,7 @@ class StreamingBoosterModule(pl.LightningModule):
         self._pending_streams: list[dict[str, Any]] = []
         #: whether :meth:`on_fit_start` switched to torch's plain CUDA check
         self._plain_cuda_check = False
-        self.n_threads = n_threads
+        self.n_threads = check_threads(n_threads)
         #: torch's thread count before the fit's first round set ours (``None``: not set)
         self._threads_before: int | None = None
         self._threads_chosen = False
