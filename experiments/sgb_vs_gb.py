@@ -161,13 +161,6 @@ def table_row(name: str, results: dict[str, dict[str, dict]]) -> dict[str, Any]:
 
 def markdown(rows: list[dict]) -> str:
     """The table: mean ± sd of the final test metric per method, one pass and the budget."""
-    def cell(r: dict, m: str, suffix: str) -> str:
-        value = r.get(f"{m}{suffix}")
-        if value is None:
-            return "—"
-        mark = "**" if r[f"winner{suffix}"] == m else ""
-        return f"{mark}{value:.4g} ± {r[f'std_{m}{suffix}']:.2g}{mark}"
-
     out = ["At a glance: the best SGB variant (chosen on validation) against GB with its targets "
            "and the networks it replaces, mean ± sd over seeds (bold: lowest mean of the five)\n",
            "| data | regime | base learner | wide net | deep net | GB, same targets | "
@@ -188,7 +181,7 @@ def markdown(rows: list[dict]) -> str:
         out.append("| data | metric | " + " | ".join(METHODS) + " | best SGB (validation) |")
         out.append("|---" * (len(METHODS) + 3) + "|")
         out.extend(f"| {r['data']} | {r['metric']} | "
-                   + " | ".join(cell(r, m, suffix) for m in METHODS)
+                   + " | ".join(_glance(r, m, suffix, r[f"winner{suffix}"] == m) for m in METHODS)
                    + f" | {r[f'best_SGB{suffix}']} |" for r in rows)
     out.append("\nChosen optimizer and rate (sf: schedule-free AdamW, constant; adam: Adam + "
                "cosine), one pass / budget:\n")
