@@ -28,6 +28,10 @@ Every method gets the same chances (:func:`torchboost.harness.driver.run_compari
   parameters), ``GB`` (gradient targets) and, on classification rows, ``GB_newton`` (the Newton
   targets of SGB_newton and SGB_learned).
 
+``--chained`` runs the same comparison with chained learners (a streaming GrowNet,
+:mod:`torchboost.learners.chained`: SGB's variants and GB chain their learners, the wide and
+deep networks get the chained ensemble's parameter count) into ``results/sgb_vs_gb_chained``.
+
 Fitting the budget of a few hours on 2 cores (run two data sets at a time, one thread each):
 every stream is capped at ``--max-train`` training rows (the row's ``train_rows``).
 
@@ -39,6 +43,7 @@ Writes ``experiments/results/sgb_vs_gb/<name>/<regime>-<optimizer>/`` (each run'
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -60,6 +65,8 @@ from torchboost.lightning.module import quiet_streaming_notices
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "sgb_vs_gb"
+#: where ``--chained`` writes: the same comparison with chained learners
+CHAINED = ROOT / "experiments" / "results" / "sgb_vs_gb_chained"
 
 #: The regimes: the streaming one (one pass) and the multi-pass budget.
 REGIMES = ("one_pass", "budget")
@@ -96,8 +103,9 @@ def configs(args: argparse.Namespace) -> list[tuple[str, str, ExperimentConfig]]
                                     grid_extensions=1)
                 if args.methods:
                     settings["methods"] = list(args.methods)
-                out.append((regime, setting,
-                            ExperimentConfig.for_dataset(spec.name, path, **settings)))
+                config = ExperimentConfig.for_dataset(spec.name, path, **settings)
+                config.learner = dataclasses.replace(config.learner, chained=args.chained)
+                out.append((regime, setting, config))
     return out
 
 
@@ -272,11 +280,15 @@ def main() -> None:
                              "table)")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS),
                         default=list(SETTINGS), help="run these optimizer settings only")
+    parser.add_argument("--chained", action="store_true",
+                        help="chain the boosters' learners (the wide and deep baselines get "
+                             f"the chained ensemble's parameters; default output {CHAINED})")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"output folder (default {OUT}, with --quick its quick/ folder)")
     args = parser.parse_args()
     if args.out is None:
-        args.out = OUT / "quick" if args.quick else OUT
+        base = CHAINED if args.chained else OUT
+        args.out = base / "quick" if args.quick else base
     if not args.table:
         torch.set_num_threads(int(os.environ.get("TORCHBOOST_THREADS", "1")))
         logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)

@@ -120,15 +120,16 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
                   optimizer: str | type[torch.optim.Optimizer], learning_rate: float | None,
                   dtype: str | torch.dtype, device: str | torch.device, seed: int,
                   classifier: bool = False,
-                  lr_scheduler: LRSchedulerFactory | None = None) -> Booster:
+                  lr_scheduler: LRSchedulerFactory | None = None,
+                  chained: bool = False) -> Booster:
     """A fresh booster of ``n_learners`` learners (the default :class:`TwoLayerNet` or
     ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
     ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
     (logistic, hinge) get one output. ``learning_rate=None``: the boosters' default rule
     (:mod:`~torchboost.boosters.default_lr`, the same for every booster). A ``classifier``
     boosted by an SGB variant fits Newton targets (``targets="newton"``, as the README
-    recommends) unless ``booster_kwargs`` choose ``targets``. ``ValueError`` for an unknown
-    name."""
+    recommends) unless ``booster_kwargs`` choose ``targets``. ``chained``: chained learners
+    (:mod:`~torchboost.learners.chained`). ``ValueError`` for an unknown name."""
     if isinstance(booster, str):
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
@@ -160,6 +161,8 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         kwargs["optimizer_kwargs"] = {"lr": float(learning_rate)}
     if lr_scheduler is not None:
         kwargs["lr_scheduler"] = lr_scheduler
+    if chained:
+        kwargs["chained"] = True
     if cls is not SingleLearner:
         kwargs["n_learners"] = n_learners
     if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:

@@ -9,8 +9,9 @@ stagewise GB's, the single learner's 1). No input checks, guards, optimizer or d
 branch remain, so ``torch.export.export`` (with a dynamic batch dimension),
 ``torch.compile(fullgraph=True)`` and ``torch.onnx.export`` go through, and an exported program
 or ONNX file loads without torchboost. Stacked learners stay one batched computation (the direct
-GEMM path of plain ``nn.Sequential`` MLPs, else ``vmap`` of the learner); learners run in
-``eval()`` mode, as in ``predict``.
+GEMM path of plain ``nn.Sequential`` MLPs, else ``vmap`` of the learner); chained learners
+(:mod:`~torchboost.learners.chained`) run one after another, each given the previous one's
+features; learners run in ``eval()`` mode, as in ``predict``.
 
 Boosters whose prediction is not such a combination — OGB and ResidualSGB (a projection after
 every learner), ConvexHullOGB, the multiclass boosters (votes through cost matrices) — raise a
@@ -98,6 +99,18 @@ class _LoopLearners(nn.Module):
         return torch.stack([learner(x) for learner in self.learners])
 
 
+class _ChainedLearners(_LoopLearners):
+    """Frozen copies of the first ``k`` chained learners (:mod:`~torchboost.learners.chained`),
+    each given the previous one's features: ``(k, B, m)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        outputs, carry = [], None
+        for learner in self.learners:
+            output, carry = learner(x, carry)
+            outputs.append(output)
+        return torch.stack(outputs)
+
+
 class BoosterInference(nn.Module):
     """``predict`` of a trained booster as plain torch (module docstring): standardise, run the
     learners, combine ``y^0 + Σ w_i h_i``, map back to the user's units, and optionally turn
@@ -162,9 +175,11 @@ def export_booster(booster: Any, n_learners: int | None = None, output: Output =
                          "StagewiseGB and SingleLearner do)")
     dtype = booster.learners.dtype
     engine = booster.learners.engine
-    learners: nn.Module = (_StackedLearners(engine, k) if isinstance(engine, StackedEngine)
-                           else _LoopLearners([copy.deepcopy(booster.learners.learner(i))
-                                          for i in range(k)]))
+    copies = [] if isinstance(engine, StackedEngine) and not booster.learners.chained else [
+        copy.deepcopy(booster.learners.learner(i)) for i in range(k)]
+    learners: nn.Module = (_ChainedLearners(copies) if booster.learners.chained
+                           else _LoopLearners(copies) if copies
+                           else _StackedLearners(engine, k))
     device = booster.y0_fixed.device
     y0 = booster.initial_prediction(torch.zeros(1, 1, dtype=dtype, device=device))[0]
     one, zero = torch.ones((), dtype=dtype, device=device), torch.zeros((), dtype=dtype,

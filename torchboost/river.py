@@ -21,9 +21,9 @@ Features are used as given: standardise them in the pipeline, as river's linear 
 the same keys) unless ``classes=[...]`` lists every label up front (logistic loss for two
 classes, softmax for more): the booster's outputs are fixed when it is built.
 
-The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``optimizer``,
-``learning_rate``, ``n_threads``, …) are those of :mod:`torchboost.sklearn`'s estimators
-(``n_threads="auto"``: one thread for the small learners and mini-batches of a stream);
+The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``chained``,
+``optimizer``, ``learning_rate``, ``n_threads``, …) are those of :mod:`torchboost.sklearn`'s
+estimators (``n_threads="auto"``: one thread for the small learners and mini-batches of a stream);
 ``seed`` seeds the learners' initialisation. A river stream has no known end: the default
 learners (schedule-free, ``optimizer="schedule_free"``) need no horizon and no schedule;
 ``lr_schedule`` is ``"constant"`` (default) or ``"decay"`` (the open-ended
@@ -175,13 +175,15 @@ class _RiverBoosting:
                  optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | str | None = "auto", lr_schedule: str = "constant") -> None:
+                 n_threads: int | str | None = "auto", lr_schedule: str = "constant",
+                 chained: bool = False) -> None:
         batch_size, seed = positive_int("batch_size", batch_size), integer("seed", seed)
         self.booster = booster
         self.n_learners = n_learners
         self.hidden = hidden
         self.activation = activation
         self.learner = learner
+        self.chained = chained
         self.loss = loss
         self.booster_kwargs = booster_kwargs
         self.optimizer = optimizer
@@ -235,7 +237,7 @@ class _RiverBoosting:
                 learner=self.learner, booster_kwargs=self.booster_kwargs,
                 optimizer=self.optimizer, learning_rate=self.learning_rate, dtype=self.dtype,
                 device=self.device, seed=self.seed, classifier=self._is_classifier,
-                lr_scheduler=lr_schedule_factory(self.lr_schedule, None))
+                lr_scheduler=lr_schedule_factory(self.lr_schedule, None), chained=self.chained)
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
         with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
@@ -388,10 +390,11 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
-                 n_threads: int | str | None = "auto", lr_schedule: str = "constant") -> None:
+                 n_threads: int | str | None = "auto", lr_schedule: str = "constant",
+                 chained: bool = False) -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
                          optimizer, learning_rate, batch_size, seed, device, dtype, n_threads,
-                         lr_schedule)
+                         lr_schedule, chained)
         self.classes = classes
         labels = [False, True] if classes is None else list(classes)
         if len(labels) < 2 or len(set(labels)) != len(labels):

@@ -137,6 +137,8 @@ class _StreamingBoosting(BaseEstimator):
             activation (``"sigmoid"``, ``"tanh"``, ``"relu"``, ``"leaky_relu"``).
         learner: a factory ``learner(n_features, n_outputs) -> nn.Module`` replacing the
             default two-layer net.
+        chained: chained learners, a streaming GrowNet: learner ``i`` also gets learner
+            ``i − 1``'s hidden features (:mod:`~torchboost.learners.chained`). Default ``False``.
         loss: the booster's loss name; ``None`` picks ``"squared"`` for regression,
             ``"logistic"`` for two classes and ``"softmax"`` for more.
         booster_kwargs: extra keyword arguments for the booster (``step``, ``targets``, …).
@@ -164,8 +166,8 @@ class _StreamingBoosting(BaseEstimator):
 
     def __init__(self, booster: str | type[Booster] = "sgb", *, n_learners: int = 8,
                  hidden: int = 10, activation: str = "sigmoid",
-                 learner: LearnerFactory | None = None, loss: str | None = None,
-                 booster_kwargs: dict[str, Any] | None = None,
+                 learner: LearnerFactory | None = None, chained: bool = False,
+                 loss: str | None = None, booster_kwargs: dict[str, Any] | None = None,
                  optimizer: str | type[torch.optim.Optimizer] = "schedule_free",
                  learning_rate: float | None = None, lr_schedule: str = "constant",
                  batch_size: int = 32, max_passes: int = 10,
@@ -177,6 +179,7 @@ class _StreamingBoosting(BaseEstimator):
         self.hidden = hidden
         self.activation = activation
         self.learner = learner
+        self.chained = chained
         self.loss = loss
         self.booster_kwargs = booster_kwargs
         self.optimizer = optimizer
@@ -344,7 +347,8 @@ class _StreamingBoosting(BaseEstimator):
             booster_kwargs=self.booster_kwargs, optimizer=self.optimizer,
             learning_rate=self.learning_rate, dtype=self.dtype, device=self.device,
             seed=self._seed, classifier=isinstance(self, ClassifierMixin),
-            lr_scheduler=lr_schedule(self.lr_schedule, getattr(self, "_rounds", None)))
+            lr_scheduler=lr_schedule(self.lr_schedule, getattr(self, "_rounds", None)),
+            chained=self.chained)
 
     # --- prediction --------------------------------------------------------------------------
     def _tensors(self, X: np.ndarray, z: np.ndarray | None = None) -> tuple[Tensor, Tensor]:

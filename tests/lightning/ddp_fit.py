@@ -56,7 +56,7 @@ N_ROWS = 300  # 240 training rows: 9 full global batches and a last one of 15 (s
 KINDS = ("sgb", "ogb")
 #: every booster that supports data-parallel training (the in-process replica test runs them all)
 ALL_KINDS = (*KINDS, "sgb_newton_learned", "residual_sgb", "convex_hull_ogb", "single_learner",
-             "sgb_cosine")
+             "sgb_cosine", "sgb_chained")
 
 
 SAVE_STEP = 4  # the ModelCheckpoint's mid-epoch save
@@ -94,7 +94,8 @@ def build_booster(kind: str) -> Booster:
     synchronised label statistic); OGB with learners run one by one (``mode="loop"``) and
     ``η = 1``, where σ moves inside ``(0, 1)``; SGB with Newton targets and learned steps;
     ResidualSGB (L1), ConvexHullOGB, SingleLearner; SGB under a cosine schedule over the 10
-    rounds of a pass, warm-up included (``"sgb_cosine"``)."""
+    rounds of a pass, warm-up included (``"sgb_cosine"``); SGB with chained learners
+    (``"sgb_chained"``)."""
     torch.manual_seed(0)
     learner = partial(TwoLayerNet, N_FEATURES, 3)
     common: dict[str, Any] = {"n_learners": 3, "optimizer_kwargs": {"lr": 0.05}}
@@ -112,6 +113,8 @@ def build_booster(kind: str) -> Booster:
     if kind == "sgb_cosine":
         return SGB(learner, "logistic", y0="mean", lr_scheduler=cosine_schedule(10, warmup=2),
                    **common)
+    if kind == "sgb_chained":
+        return SGB(learner, "logistic", y0="mean", chained=True, **common)
     if kind == "single_learner":
         return SingleLearner(learner, "squared", y0="mean", optimizer_kwargs={"lr": 0.05})
     raise ValueError(kind)

@@ -104,6 +104,10 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             standardised on the fly by running statistics (:mod:`~torchboost.boosters.scaling`)
             and predictions come back in the user's units. ``standardize=False`` trains on the
             data as given.
+        chained: chained learners, a streaming GrowNet (:mod:`~torchboost.learners.chained`):
+            learner ``i`` also gets learner ``i − 1``'s penultimate features, detached, so the
+            ensemble grows deep while every learner stays shallow and the combination stays
+            autograd-free. Default ``False``.
     """
 
     def __init__(
@@ -123,6 +127,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         lr_scheduler: LRSchedulerFactory | None = None,
         lr_output_scale: float = 1.0,
         standardize: bool = True,
+        chained: bool = False,
     ) -> None:
         super().__init__()
         if n_learners is not None:
@@ -138,13 +143,16 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             if lr_scheduler is not None:
                 raise ValueError("these WeakLearners are built already: pass lr_scheduler to "
                                  "WeakLearners(...) instead of the booster")
+            if chained and not learners.chained:
+                raise ValueError("these WeakLearners are built already, unchained: pass "
+                                 "chained=True to WeakLearners(...) instead of the booster")
             self.learners = learners
         else:
             rule = with_default_lr({"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs}
                                    | ({} if lr_fan_in is None else {"lr_fan_in": lr_fan_in}))
             self.learners = WeakLearners(learners, n_learners, optimizer, rule["optimizer_kwargs"],
                                          mode, compile, rule.get("lr_fan_in"), lr_scheduler,
-                                         lr_output_scale)
+                                         lr_output_scale, chained)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(

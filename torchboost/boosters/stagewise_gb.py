@@ -37,7 +37,9 @@ class StagewiseGB(GradientBoosting):
     :meth:`fit` runs every stage to convergence over a re-iterable set of batches. Learners run in
     ``mode="loop"`` because each stage steps only its own learner's optimizer; the frozen
     learners are evaluated as one stacked call when they can be (same predictions up to
-    floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`). Each
+    floating-point rounding, same units; see :mod:`~torchboost.boosters.frozen_prefix`), except
+    chained learners (``chained=True``: stage ``i`` also sees stage ``i − 1``'s features, GrowNet's
+    own scheme, Badirli et al. 2020), which run as their chain. Each
     learner's optimizer runs torch's fused implementation where there is one (Adam, AdamW, SGD,
     Adagrad), as :class:`~torchboost.SGB`'s stacked learners do, unless ``optimizer_kwargs``
     choose ``fused`` or ``foreach`` or the learners come as a ready ``WeakLearners`` (the same
@@ -74,9 +76,13 @@ class StagewiseGB(GradientBoosting):
         of it on this batch (through the shared round of :meth:`Booster.learn`, guards included);
         the prediction is the one before the step."""
         i = int(self.stage)
-        with torch.no_grad():
-            frozen = self._learner_outputs(x, i)
-        output = self._run_learners(lambda x_: self.learners.forward_one(i, x_), x)
+        carry = None
+        if self.learners.chained and i > 0:  # GrowNet proper: stage i sees stage i−1's features
+            frozen, carry = self._run_learners(self.learners.chain_prefix, x, i)
+        else:
+            with torch.no_grad():
+                frozen = self._learner_outputs(x, i)
+        output = self._run_learners(lambda x_: self.learners.forward_one(i, x_, carry), x)
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
         target, weights = self.learner_objective(h[-1:], partials[-2:], z)
@@ -103,7 +109,7 @@ class StagewiseGB(GradientBoosting):
         (one alone is cheaper as it is), the others one by one."""
         k = self.n_learners if n_learners is None else n_learners
         frozen = min(k, int(self.stage))
-        if frozen < 2 or k > self.n_learners:
+        if frozen < 2 or k > self.n_learners or self.learners.chained:
             return super()._forward_learners(x, n_learners)
         prefix = self.frozen_prefix(x, frozen)
         if k == frozen:

@@ -44,6 +44,8 @@ class BoosterState:
                                    if k not in _RUNTIME_OPTIMIZER_FLAGS},
             "stall_window": None if self.stall is None else self.stall.window,
         }
+        if self.learners.chained:  # absent where it changes nothing (older states have none)
+            out["chained"] = True
         if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
             out["lr_fan_in"] = spec.lr_fan_in
         if spec.output_scale != 1.0:  # only where it changes a rate (linear learners)

@@ -28,6 +28,7 @@ from torch import nn
 from torchboost import data
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, ResidualNet, TwoLayerNet
+from torchboost.learners.chained import chainable
 from torchboost.params import positive_float, positive_int
 from torchboost.registries import add
 
@@ -38,11 +39,14 @@ __all__ = ["DATASETS", "OPTIMIZERS", "SCHEDULES", "DatasetSpec", "ExperimentConf
 @dataclass
 class LearnerConfig:
     """A weak learner: ``"two_layer"`` (:class:`TwoLayerNet`), ``"conv"`` (:class:`ConvNet`)
-    or ``"linear"``."""
+    or ``"linear"``. ``chained``: the boosters chain their learners
+    (:mod:`~torchboost.learners.chained`), and the wide and deep baselines get the chained
+    ensemble's parameter count (:meth:`wide_factory`)."""
 
     kind: str = "two_layer"
     hidden: int = 10
     activation: str = "sigmoid"
+    chained: bool = False
 
     def factory(self, dataset: data.Dataset, out_features: int) -> Callable[[], nn.Module]:
         """A zero-argument constructor of one weak learner for ``dataset``."""
@@ -80,17 +84,38 @@ class LearnerConfig:
             raise ValueError(f"unknown learner kind {self.kind!r} (two_layer, conv, linear)")
         return dataclasses.replace(self, hidden=self.hidden * n)
 
+    def wide_factory(self, dataset: data.Dataset, out_features: int,
+                     n: int) -> Callable[[], nn.Module]:
+        """A zero-argument constructor of the "wide" baseline: :meth:`widened` ``(n)``, or for
+        chained learners the width of this learner (hidden units, channels) whose parameter
+        count is the closest to the chained ensemble's (``n`` learners, each with its
+        ``carry_in`` projection, less ``n − 1`` output biases)."""
+        if not self.chained or self.kind == "linear":
+            return self.widened(n).factory(dataset, out_features)
+        learner = chainable(self.factory(dataset, out_features)())
+        target = n * sum(p.numel() for p in learner.parameters()) - (n - 1) * out_features
+
+        def count(width: int) -> int:
+            wide = dataclasses.replace(self, hidden=width, chained=False)
+            return sum(p.numel() for p in wide.factory(dataset, out_features)().parameters())
+
+        # the count grows linearly with the width: two probes give it
+        slope = count(2) - count(1)
+        width = max(1, round((target - count(1)) / slope) + 1)
+        return dataclasses.replace(self, hidden=width, chained=False).factory(dataset,
+                                                                            out_features)
+
     def deep_factory(self, dataset: data.Dataset, out_features: int, n: int,
                      depth: int) -> Callable[[], nn.Module]:
         """A zero-argument constructor of the "deep" baseline: a :class:`ResidualNet` of
         ``depth`` hidden layers whose width is chosen so that its parameter count is the closest
-        to the wide network's (:meth:`widened`: ``n`` learners' parameters less ``n − 1``
+        to the wide network's (:meth:`wide_factory`: ``n`` learners' parameters less ``n − 1``
         output biases). A conv learner's convolution (its channels, kernel and stride) is the
         deep network's stem; a linear learner has no deep counterpart (``ValueError``)."""
         if self.kind == "linear":
             raise ValueError("a linear learner has no deep counterpart: a sum of linear "
                              "learners is one linear model")
-        target = sum(p.numel() for p in self.widened(n).factory(dataset, out_features)()
+        target = sum(p.numel() for p in self.wide_factory(dataset, out_features, n)()
                      .parameters())
         if self.kind == "conv":
             probe = self.factory(dataset, out_features)()

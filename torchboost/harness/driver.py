@@ -184,7 +184,7 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
 
     def builder(name: str) -> Callable[[], Booster]:
         inputs = MethodInputs(
-            config, learner.factory(data.dataset, m), learner.widened(n).factory(data.dataset, m),
+            config, learner.factory(data.dataset, m), learner.wide_factory(data.dataset, m, n),
             deep, learner.wide_prediction_units(n), common, schedules.get(name), hessian)
         return lambda: METHODS[name].build(inputs)
 

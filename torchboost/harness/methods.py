@@ -6,7 +6,9 @@ how the driver treats it (module docstring of :mod:`torchboost.harness.driver`).
 * ``streaming`` — a streaming boosting variant: the driver records its anytime curve, and the
   best of them on the validation split is compared with GB.
 
-Adding a method is one :func:`register_method` call.
+The boosters chain their learners where the configuration's learner says so
+(``LearnerConfig.chained``; for stagewise GB this is GrowNet proper). Adding a method is one
+:func:`register_method` call.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def streaming_variants() -> tuple[str, ...]:
 def _sgb(i: MethodInputs, **options: Any) -> SGB:
     n, loss = i.config.n_learners, i.config.loss
     return SGB(i.factory, loss, n_learners=n, lr_scheduler=i.schedule,
-               **{"step": i.config.step, **options}, **i.common)
+               chained=i.config.learner.chained, **{"step": i.config.step, **options},
+               **i.common)
 
 
 register_method(MethodSpec("base", "single", lambda i: SingleLearner(
@@ -86,7 +89,8 @@ register_method(MethodSpec("deep", "single", lambda i: SingleLearner(
 
 def _gb(i: MethodInputs, **options: Any) -> StagewiseGB:
     return StagewiseGB(i.factory, i.config.loss, n_learners=i.config.n_learners,
-                       step=i.config.step, lr_scheduler=i.schedule, **options, **i.common)
+                       step=i.config.step, lr_scheduler=i.schedule,
+                       chained=i.config.learner.chained, **options, **i.common)
 
 
 register_method(MethodSpec("GB", "stagewise", _gb))

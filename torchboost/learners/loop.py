@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from torchboost.learners.chained import ChainStep, chain
 from torchboost.learners.optimizers import OptimizerSpec
 
 __all__ = ["LoopEngine"]
@@ -18,21 +19,36 @@ class LoopEngine(nn.Module):
     This is the reference path: any ``nn.Module`` works (different architectures, BatchNorm with
     running statistics, modules with internal state). :class:`~torchboost.learners.StackedEngine`
     computes the same thing in one batched call when the modules are homogeneous.
+
+    With ``chained=True`` the modules are chained learners
+    (:mod:`~torchboost.learners.chained`): each gets the previous one's detached features.
     """
 
-    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec) -> None:
+    def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec,
+                 chained: bool = False) -> None:
         super().__init__()
         self.modules_ = nn.ModuleList(modules)
         self.optimizers = [optimizer.build(m.parameters()) for m in self.modules_]
+        self.chained = chained
 
     def __len__(self) -> int:
         return len(self.modules_)
 
     def forward(self, x: Tensor, n_learners: int) -> list[Tensor]:
-        """Raw outputs of the first ``n_learners`` modules, in order."""
+        """Raw outputs of the first ``n_learners`` modules, in order (chained: each with the
+        previous one's detached features)."""
+        if self.chained:
+            return chain(self.step(x), n_learners)[0]
         return [module(x) for module in self.modules_[:n_learners]]
 
-    def forward_one(self, index: int, x: Tensor) -> Tensor:
+    def step(self, x: Tensor) -> ChainStep:
+        """Chained learner ``i`` on ``x`` with a carry: ``(output, features)``."""
+        return lambda i, carry: self.modules_[i](x, carry)
+
+    def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
+        """Module ``index``'s output (chained: given its ``carry``)."""
+        if self.chained:
+            return self.modules_[index](x, carry)[0]
         return self.modules_[index](x)
 
     def zero_grad(self) -> None:

@@ -18,6 +18,12 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from torchboost.learners.chained import (
+    ChainedSequential,
+    ChainStep,
+    sequential_chain,
+    stacked_chain,
+)
 from torchboost.learners.optimizers import OptimizerSpec
 from torchboost.learners.stacked_sequential import (
     hidden_major,
@@ -79,11 +85,13 @@ class StackedEngine(nn.Module):
     """Holds N homogeneous learners as stacked parameters; same interface as ``LoopEngine``."""
 
     def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec,
-                 compile: bool = False) -> None:
+                 compile: bool = False, chained: bool = False) -> None:
         super().__init__()
         problem = stacking_problem(modules, optimizer)
         if problem is not None:
             raise ValueError(f"cannot stack these learners: {problem}")
+        #: chained learners (:mod:`~torchboost.learners.chained`): :func:`stacked_chain`
+        self.chained = chained
         self._n = len(modules)
         params, buffers = stack_module_state(list(modules))
         self._param_names = list(params)
@@ -92,7 +100,8 @@ class StackedEngine(nn.Module):
         # are never used (functional_call substitutes the stacked slices). It is kept out of the
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
-        self._plan = sequential_plan(self._template[0]) if not self._buffer_names else None
+        self._plan = (sequential_plan(self._template[0])
+                      if not (self._buffer_names or chained) else None)
         first = hidden_major_prefix(self._plan) if self._plan is not None else None
         layout = {first + "weight", first + "bias"} if first is not None else set()
         # stack_module_state makes every stacked tensor trainable: keep frozen ones frozen
@@ -153,13 +162,43 @@ class StackedEngine(nn.Module):
 
     def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
              fast: bool) -> Tensor:
+        if self.chained and fast and not buffers and isinstance(self._template[0],
+                                                                ChainedSequential):
+            return sequential_chain(self._template[0], params, x)
+        if self.chained:
+            k = next(iter(params.values())).shape[0]
+            return stacked_chain(self._step(params, buffers, x),
+                                 lambda carries: self._vmap_chained(params, buffers, x, carries), k)
         if self._plan is not None and fast:
             return stacked_sequential(self._plan, params, x)
         batched = vmap(self._call_one, in_dims=(0, 0, None), randomness="different")
         return batched(params, buffers, x)
 
-    def forward_one(self, index: int, x: Tensor) -> Tensor:
+    def _vmap_chained(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
+                      carries: Tensor) -> Tensor:
+        """Every chained learner at once, learner ``i`` with ``carries[i]``."""
+        def one(p: dict[str, Tensor], b: dict[str, Tensor], carry: Tensor) -> Tensor:
+            return functional_call(self._template[0], (p, b), (x, carry))[0]
+
+        return vmap(one, in_dims=(0, 0, 0), randomness="different")(params, buffers, carries)
+
+    def _step(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> ChainStep:
+        """Chained learner ``i`` alone on ``x`` with a carry: ``(output, features)``."""
+        def one(i: int, carry: Tensor | None) -> tuple[Tensor, Tensor]:
+            row = {n: t[i] for n, t in params.items()}, {n: t[i] for n, t in buffers.items()}
+            return functional_call(self._template[0], row, (x, carry))
+
+        return one
+
+    def step(self, x: Tensor) -> ChainStep:
+        """Chained learner ``i`` on ``x`` with a carry: ``(output, features)``."""
+        return self._step(*self._stacked(self._n), x)
+
+    def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
+        """Learner ``index``'s output (chained: given its ``carry``)."""
         params, buffers = self._stacked(self._n)
+        if self.chained:
+            return self._step(params, buffers, x)(index, carry)[0]
         one = {n: t[index] for n, t in params.items()}, {n: t[index] for n, t in buffers.items()}
         return self._call_one(*one, x)
 

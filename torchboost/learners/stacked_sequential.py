@@ -13,10 +13,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["SequentialPlan", "hidden_major", "hidden_major_prefix", "sequential_plan"]
+__all__ = ["ELEMENTWISE_LAYERS", "SequentialPlan", "hidden_major", "hidden_major_prefix",
+           "sequential_plan"]
 
-_ELEMENTWISE = (nn.Identity, nn.Sigmoid, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.ELU, nn.SiLU,
-                nn.Softplus, nn.Dropout)
+#: layers that act on each entry (or draw a mask per entry): they keep a stacked layout
+ELEMENTWISE_LAYERS = (nn.Identity, nn.Sigmoid, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.ELU,
+                      nn.SiLU, nn.Softplus, nn.Dropout)
 
 SequentialPlan = list[tuple[str, nn.Module]]
 
@@ -31,7 +33,7 @@ def _layers(module: nn.Module, prefix: str) -> SequentialPlan | None:
             plan.extend(sub)
         return plan
     plain_flatten = isinstance(module, nn.Flatten) and (module.start_dim, module.end_dim) == (1, -1)
-    if type(module) is nn.Linear or plain_flatten or isinstance(module, _ELEMENTWISE):
+    if type(module) is nn.Linear or plain_flatten or isinstance(module, ELEMENTWISE_LAYERS):
         return [(prefix, module)]
     return None
 
@@ -66,7 +68,7 @@ def hidden_major_prefix(plan: SequentialPlan) -> str | None:
         return None
     (first, prefix), (second, _) = linears[:2]
     if plan[second][1].out_features != 1 or not all(
-            isinstance(layer, _ELEMENTWISE) for _, layer in plan[first + 1:second]):
+            isinstance(layer, ELEMENTWISE_LAYERS) for _, layer in plan[first + 1:second]):
         return None
     return prefix
 

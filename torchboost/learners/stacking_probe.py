@@ -16,7 +16,8 @@ __all__ = ["StackingProbe", "check_output"]
 
 class StackingProbe:
     """The probe and the fall-back of :class:`~torchboost.learners.WeakLearners` (a mixin: it
-    reads the container's ``engine``, ``optimizer_spec``, ``mode`` and ``_probe_pending``)."""
+    reads the container's ``engine``, ``optimizer_spec``, ``mode``, ``chained`` and
+    ``_probe_pending``)."""
 
     def probe(self, x: Tensor) -> None:
         """Settle ``mode="auto"`` on the first input (:meth:`_probe`); nothing once settled.
@@ -44,6 +45,8 @@ class StackingProbe:
             self._restore(buffers)
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 alone = self.engine.learner(0)(x)  # raises when the input is at fault
+            if self.chained and isinstance(alone, tuple):
+                alone = alone[0]
             self._restore(buffers)
             check_output(alone, 0)  # so does a learner's own output (integer scores, ...)
             self._fall_back(f"{type(error).__name__}: {str(error).splitlines()[0]}")
@@ -69,7 +72,7 @@ class StackingProbe:
                           stacklevel=4)
         training = self.training
         modules = [self.engine.learner(i) for i in range(self.n_learners)]
-        self.engine = LoopEngine(modules, self.optimizer_spec)
+        self.engine = LoopEngine(modules, self.optimizer_spec, self.chained)
         self._build_schedulers()
         self.mode = "loop"
         self._probe_pending = False

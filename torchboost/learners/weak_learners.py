@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from torchboost.distributed import Synchronizer
 from torchboost.learners.averaging import is_schedule_free, learning_point
+from torchboost.learners.chained import chain, chainable
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
@@ -50,6 +51,11 @@ class WeakLearners(StackingProbe, nn.Module):
         lr_output_scale: multiplies the rate of learners whose only layer with parameters is
             their output layer (linear learners; :class:`OptimizerSpec`'s ``output_scale``).
             Default 1.
+        chained: chain the learners, a streaming GrowNet (:mod:`~torchboost.learners.chained`):
+            learner ``i`` also gets learner ``i − 1``'s features, detached. Plain
+            ``nn.Sequential`` learners are wrapped in
+            :class:`~torchboost.learners.chained.ChainedSequential`; other modules must follow
+            the chained-learner protocol. Default ``False``.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
@@ -77,9 +83,20 @@ class WeakLearners(StackingProbe, nn.Module):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         lr_output_scale: float = 1.0,
+        chained: bool = False,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
+        if not isinstance(chained, bool):
+            raise ValueError(f"chained must be True or False, got {chained!r}")
+        if chained:
+            if compile:
+                raise ValueError("compile=True compiles the stacked forward of unchained "
+                                 "learners; chained learners run eagerly (chained=False or "
+                                 "compile=False)")
+            modules = [chainable(module) for module in modules]
+        #: whether learner ``i`` gets learner ``i − 1``'s features (:mod:`.chained`)
+        self.chained = chained
         names = [name for name, _ in modules[0].named_parameters()]
         if not (names and output_layer_size(names) == len(names)):
             lr_output_scale = 1.0  # not a linear learner: its output layer is not all of it
@@ -98,8 +115,8 @@ class WeakLearners(StackingProbe, nn.Module):
         self.mode: str = mode
         self.optimizer_spec = spec
         self.engine: StackedEngine | LoopEngine = (
-            StackedEngine(modules, spec, compile) if mode == "stacked"
-            else LoopEngine(modules, spec)
+            StackedEngine(modules, spec, compile, chained) if mode == "stacked"
+            else LoopEngine(modules, spec, chained)
         )
         #: the ``lr_scheduler`` factory, and one scheduler per optimizer built from it
         self.lr_scheduler = lr_scheduler
@@ -136,11 +153,24 @@ class WeakLearners(StackingProbe, nn.Module):
                              f"{tuple(out.shape[1:])} per learner")
         return out
 
-    def forward_one(self, index: int, x: Tensor) -> Tensor:
-        """Output of learner ``index`` alone, ``(B, m)``."""
-        out = self.engine.forward_one(index, x)
+    def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
+        """Output of learner ``index`` alone, ``(B, m)``. Chained learners: given ``carry``
+        (:meth:`chain_prefix`'s), or with the carry of the chain of learners before it."""
+        if self.chained and carry is None and index > 0:
+            carry = self.chain_prefix(x, index)[1]
+        out = self.engine.forward_one(index, x, carry)
         check_output(out, index)
         return out.unsqueeze(-1) if out.ndim == 1 else out
+
+    @torch.no_grad()
+    def chain_prefix(self, x: Tensor, k: int) -> tuple[Tensor, Tensor | None]:
+        """Chained learners ``0..k−1`` (``k >= 1``) without autograd: their outputs
+        ``(k, B, m)`` and the carry learner ``k`` gets."""
+        outputs, carries = chain(self.engine.step(x), k)
+        for i, out in enumerate(outputs):
+            check_output(out, i)
+        h = torch.stack(outputs)
+        return (h.unsqueeze(-1) if h.ndim == 2 else h), carries[-1]
 
     @property
     def dtype(self) -> torch.dtype:
