@@ -237,15 +237,103 @@ def plot(rows: list[dict], path: Path) -> Path:
     return path
 
 
+#: the versus table's columns: (key, source table, method key in it, header)
+VERSUS = (("SGB", "plain", "best", "best SGB variant"),
+          ("SGB_chained", "chained", "best", "chained: best SGB variant"),
+          ("GB_chained", "chained", "gb", "chained GB, same targets"),
+          ("wide", "plain", "wide", "wide net, SGB's parameters"),
+          ("deep", "plain", "deep", "deep net, SGB's parameters"),
+          ("wide_chained", "chained", "wide", "wide net, chained parameters"),
+          ("deep_chained", "chained", "deep", "deep net, chained parameters"))
+
+
+def versus_rows(plain: list[dict], chained: list[dict]) -> list[dict]:
+    """Per stream and regime, chained SGB (its best variant on validation) and chained GB with
+    its targets against plain SGB (best variant) and the wide and deep networks with either
+    ensemble's parameter count: ``{key: mean, std_key: sd, params_key: parameters}`` for every
+    column of :data:`VERSUS`, and ``winner`` (the lowest mean)."""
+    by_name = {r["data"]: r for r in plain}
+    out = []
+    for c in chained:
+        p = by_name.get(c["data"])
+        if p is None:
+            continue
+        for suffix, regime in (("_one_pass", "1 pass"), ("", f"{c['passes']} passes")):
+            row: dict[str, Any] = {"data": c["data"], "metric": c["metric"], "regime": regime}
+            tables = {"plain": p, "chained": c}
+            for key, source, method, _ in VERSUS:
+                r = tables[source]
+                m = {"best": r[f"best_SGB{suffix}"], "gb": r[f"GB_like_best_SGB{suffix}"]}.get(
+                    method, method)
+                row[key], row[f"std_{key}"] = r.get(f"{m}{suffix}"), r.get(f"std_{m}{suffix}")
+                row[f"params_{key}"], row[f"method_{key}"] = r.get(f"params_{m}{suffix}"), m
+            row["winner"] = min((k for k, *_ in VERSUS if row[k] is not None),
+                                key=lambda k: row[k])
+            out.append(row)
+    return out
+
+
+def versus_markdown(rows: list[dict]) -> str:
+    """:func:`versus_rows` as a Markdown table (bold: the lowest mean of the row)."""
+    lines = ["| data | regime | " + " | ".join(h for *_, h in VERSUS) + " |",
+             "|---|---|" + "---|" * len(VERSUS)]
+    for r in rows:
+        cells = [_glance(r, key, "", r["winner"] == key) for key, *_ in VERSUS]
+        lines.append(f"| {r['data']} | {r['regime']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_versus(out: Path, chained: list[dict]) -> list[dict]:
+    """``versus.json``, ``versus.md`` and ``versus.png`` of the chained comparison in ``out``
+    against the plain one (:data:`OUT`) in the settings both ran (the chained one may run the
+    schedule-free setting alone: the plain methods are then chosen among its rates too)."""
+    settings = {path.parent.name.split("-", 1)[1] for path in out.glob("*/*-*/results.json")}
+    plain = _read_runs(OUT, settings)
+    rows = versus_rows([table_row(name, plain[name]) for name in plain
+                        if set(plain[name]) == set(REGIMES)], chained)
+    if not rows:
+        return []
+    (out / "versus.json").write_text(json.dumps(rows, indent=2))
+    (out / "versus.md").write_text(versus_markdown(rows))
+    names = sorted({r["data"] for r in rows}, key=[r["data"] for r in rows].index)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.6), squeeze=False)
+    keys = [key for key, *_ in VERSUS]
+    for ax, name in zip(axes[0], names, strict=True):
+        mine = [r for r in rows if r["data"] == name]
+        best = min(r[k] for r in mine for k in keys if r[k] is not None)
+        for offset, r in zip((-0.18, 0.18), mine, strict=False):
+            shown = [(i, k) for i, k in enumerate(keys) if r[k] is not None]
+            ax.errorbar([i + offset for i, _ in shown], [r[k] / best for _, k in shown],
+                        yerr=[r[f"std_{k}"] / best for _, k in shown], fmt="o", capsize=3,
+                        label=r["regime"])
+        ax.set_xticks(range(len(keys)), keys, rotation=60, fontsize=7)
+        ax.set_title(f"{name} ({mine[0]['metric']})", fontsize=9)
+        ax.axhline(1.0, color="grey", lw=0.5)
+    axes[0][0].set_ylabel("final test metric / best of the stream")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "versus.png", dpi=110)
+    plt.close(fig)
+    return rows
+
+
+def _read_runs(out: Path, settings: set[str] | None = None) -> dict[str, dict[str, dict]]:
+    """Every ``<out>/<name>/<regime>-<setting>/results.json`` (of ``settings`` only, if given),
+    as ``runs[name][regime][setting]``."""
+    found: dict[str, dict[str, dict[str, dict]]] = {}
+    for path in sorted(out.glob("*/*-*/results.json")):
+        regime, setting = path.parent.name.split("-", 1)
+        if settings is None or setting in settings:
+            found.setdefault(path.parent.parent.name, {}).setdefault(regime, {})[setting] = \
+                json.loads(path.read_text())
+    return found
+
+
 def write_table(out: Path) -> list[dict]:
     """``table.json``, ``table.md`` and ``summary.png`` from every
     ``<out>/<name>/<regime>-<setting>/results.json`` (data sets run in separate processes make
     one table); a stream with a regime missing is left out."""
-    found: dict[str, dict[str, dict[str, dict]]] = {}
-    for path in sorted(out.glob("*/*-*/results.json")):
-        regime, setting = path.parent.name.split("-", 1)
-        found.setdefault(path.parent.parent.name, {}).setdefault(regime, {})[setting] = \
-            json.loads(path.read_text())
+    found = _read_runs(out)
     order = list(DATASETS)
     names = sorted((n for n, r in found.items() if set(r) == set(REGIMES)),
                    key=lambda n: (order.index(n) if n in order else len(order), n))
@@ -254,6 +342,8 @@ def write_table(out: Path) -> list[dict]:
     (out / "table.md").write_text(markdown(rows))
     if rows:
         plot(rows, out / "summary.png")
+    if out.resolve() == CHAINED.resolve():
+        write_versus(out, rows)
     return rows
 
 

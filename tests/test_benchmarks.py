@@ -68,3 +68,20 @@ def test_round_ops_counts_a_round_by_function(monkeypatch):
     default = round_ops.report(2, adam=False)
     assert default["fixed"] <= 66
     assert default["by_function"]["averaging._switch"] == 2
+
+
+def test_chained_cost_rows_compare_the_chain_with_stacked_and_loop(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import chained_cost
+
+    try:
+        (row,) = chained_cost.measure("cpu", 0.01, 1, chained_cost.SHAPES[:1])
+    finally:
+        for name in ("chained_cost", "common"):
+            sys.modules.pop(name, None)
+    assert all(row[f"{key}_us"] > 0 for key in ("stacked", "chained_stacked", "chained_loop"))
+    assert row["chained_over_stacked"] == pytest.approx(row["chained_stacked_us"]
+                                                        / row["stacked_us"])
+    assert row["loop_over_chained_stacked"] == pytest.approx(row["chained_loop_us"]
+                                                             / row["chained_stacked_us"])
+

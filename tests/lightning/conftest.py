@@ -45,7 +45,7 @@ def make_booster() -> Callable[[str], Booster]:
     bounded learners, run one by one), all with the default (schedule-free) learners and rate;
     ``"sgb_scheduled"`` (``"sgb"`` with Adam at ``LEARNING_RATE`` under a torch warm-up then
     cosine schedule over the 40 rounds of a pass: ``SequentialLR`` of ``LinearLR`` and
-    ``CosineAnnealingLR``)."""
+    ``CosineAnnealingLR``); ``"sgb_chained"`` (``"sgb"`` with chained learners)."""
 
     def make(kind: str) -> Booster:
         torch.manual_seed(0)
@@ -57,6 +57,8 @@ def make_booster() -> Callable[[str], Booster]:
             return SGB(learner, "logistic", **common)
         if kind == "ogb_logistic":
             return OGB(learner, "logistic", **common)
+        if kind == "sgb_chained":
+            return SGB(learner, "squared", chained=True, **common)
         if kind == "sgb_scheduled":
             return SGB(learner, "squared", lr_scheduler=_warm_up_then_cosine,
                        optimizer=torch.optim.Adam, optimizer_kwargs={"lr": LEARNING_RATE},

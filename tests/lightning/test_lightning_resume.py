@@ -54,7 +54,7 @@ def _assert_same_run(reference, resumed, data, assert_identical):
     assert ref_tracker.anytime == tracker.anytime
 
 
-@pytest.mark.parametrize("kind", ["sgb", "ogb_logistic", "sgb_scheduled"])
+@pytest.mark.parametrize("kind", ["sgb", "ogb_logistic", "sgb_scheduled", "sgb_chained"])
 def test_lightning_resume_after_crash_is_exact(kind, regression, classification, tmp_path,
                                               make_booster, make_stream, trainer_kwargs,
                                               assert_identical):

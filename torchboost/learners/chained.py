@@ -34,7 +34,7 @@ from torch.nn import functional as F
 
 from torchboost.learners.stacked_sequential import (
     ELEMENTWISE_LAYERS,
-    sequential_plan,
+    SequentialPlan,
     stacked_sequential,
 )
 
@@ -158,22 +158,24 @@ def stacked_chain(step: ChainStep, batched: Callable[[Tensor], Tensor], k: int) 
     return batched(torch.stack([first, *carries[1:k]]))
 
 
-def sequential_chain(template: ChainedSequential, params: dict[str, Tensor], x: Tensor) -> Tensor:
+def sequential_chain(template: ChainedSequential, params: dict[str, Tensor], x: Tensor,
+                     plan: SequentialPlan | None) -> Tensor:
     """``(k, B, ...)`` outputs of ``k`` stacked :class:`ChainedSequential` learners (``params``
     their stacked parameters, by name), the same as :func:`stacked_chain` of their forward up to
     floating-point rounding, with only the carries' small products in a chain: the stems of all
-    learners are one batched call (one GEMM for a linear stem), then, without autograd, ``f_i =
-    body(stem_i(x) + carry_in_i(f_{i−1}))`` learner after learner, then (with autograd) every
-    learner's features at once from the fixed carries, and every head at once."""
+    learners are one batched call (one GEMM for a linear stem, whose ``plan`` is
+    ``sequential_plan(template.stem)``), then, without autograd, ``f_i = body(stem_i(x) +
+    carry_in_i(f_{i−1}))`` learner after learner, then (with autograd) every learner's features
+    at once from the fixed carries, and every head at once."""
     stem, carry_in, head = (_part(params, name) for name in ("stem.", "carry_in.", "head."))
-    plan = sequential_plan(template.stem)
     pre = (stacked_sequential(plan, stem, x) if plan is not None
            else _vmapped(template.stem, stem, x, None))
     weights = carry_in["weight"]
     with torch.no_grad():
         features = [template.body(pre[0])]
         for i in range(1, pre.shape[0]):
-            features.append(template.body(pre[i] + _carry_in(template, weights[i], features[-1])))
+            features.append(template.body(_with_carry(template, pre[i], weights[i],
+                                                      features[-1])))
     if torch.is_grad_enabled() and len(features) > 1:
         carries = torch.stack([torch.zeros_like(features[0]), *features[:-1]])
         stacked = template.body(pre + _vmapped(template.carry_in, carry_in, carries, 0))
@@ -187,13 +189,14 @@ def _part(params: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
     return {name[len(prefix):]: t for name, t in params.items() if name.startswith(prefix)}
 
 
-def _carry_in(template: ChainedSequential, weight: Tensor, carry: Tensor) -> Tensor:
-    """``carry_in`` with ``weight`` on ``carry``, by its functional form (a
-    ``functional_call`` per learner costs more than the product itself)."""
-    layer = template.carry_in
-    if isinstance(layer, nn.Linear):
-        return F.linear(carry, weight)
-    return getattr(F, f"conv{weight.ndim - 2}d")(carry, weight)
+def _with_carry(template: ChainedSequential, pre: Tensor, weight: Tensor,
+                carry: Tensor) -> Tensor:
+    """``pre + carry_in(carry)`` with ``carry_in``'s ``weight``, by its functional form (a
+    ``functional_call`` per learner costs more than the product itself; one ``addmm`` for a
+    linear ``carry_in``)."""
+    if isinstance(template.carry_in, nn.Linear):
+        return torch.addmm(pre, carry, weight.T)
+    return pre + getattr(F, f"conv{weight.ndim - 2}d")(carry, weight)
 
 
 def _vmapped(module: nn.Module, params: dict[str, Tensor], x: Tensor, x_dim: int | None) -> Tensor:

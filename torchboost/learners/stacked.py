@@ -102,6 +102,9 @@ class StackedEngine(nn.Module):
         self._template = [copy.deepcopy(modules[0]).to("meta")]
         self._plan = (sequential_plan(self._template[0])
                       if not (self._buffer_names or chained) else None)
+        #: chained learners: the stem's direct GEMM plan (:func:`sequential_chain`)
+        self._stem_plan = (sequential_plan(self._template[0].stem)
+                           if isinstance(self._template[0], ChainedSequential) else None)
         first = hidden_major_prefix(self._plan) if self._plan is not None else None
         layout = {first + "weight", first + "bias"} if first is not None else set()
         # stack_module_state makes every stacked tensor trainable: keep frozen ones frozen
@@ -164,7 +167,7 @@ class StackedEngine(nn.Module):
              fast: bool) -> Tensor:
         if self.chained and fast and not buffers and isinstance(self._template[0],
                                                                 ChainedSequential):
-            return sequential_chain(self._template[0], params, x)
+            return sequential_chain(self._template[0], params, x, self._stem_plan)
         if self.chained:
             k = next(iter(params.values())).shape[0]
             return stacked_chain(self._step(params, buffers, x),
