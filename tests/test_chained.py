@@ -314,3 +314,17 @@ def test_estimators_take_chained() -> None:
     for i in range(8):
         online.learn_one({"a": float(x[i, 0]), "b": float(x[i, 1])}, float(y[i]))
     assert online.booster_.learners.chained
+
+
+def test_boosters_that_do_not_chain_say_so() -> None:
+    from torchboost import OGB, SingleLearner
+
+    for cls in (OGB, SingleLearner):
+        with pytest.raises(ValueError, match=f"{cls.__name__} does not chain its learners"):
+            cls(lambda: TwoLayerNet(5, 3), n_learners=2, chained=True)
+    pytest.importorskip("sklearn")
+    from torchboost.sklearn import SGBRegressor
+
+    x, y = regression_stream(40)
+    with pytest.raises(ValueError, match="OGB does not chain its learners"):
+        SGBRegressor("ogb", n_learners=2, chained=True, max_passes=1).fit(x.numpy(), y.numpy())

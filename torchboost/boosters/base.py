@@ -137,6 +137,9 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         lr_output_scale = positive_float("lr_output_scale", lr_output_scale)
         self.loss = get_loss(loss)
         self.out_dim = self.loss.output_dim(positive_int("n_outputs", n_outputs))
+        if chained and not self.chains_learners:
+            raise ValueError(f"{type(self).__name__} does not chain its learners: chained=True "
+                             "is for SGB and its variants and StagewiseGB")
         if isinstance(learners, WeakLearners):
             if n_learners is not None and n_learners != len(learners):
                 raise ValueError(f"n_learners={n_learners} but the container has {len(learners)}")
@@ -197,6 +200,9 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
     #: ``y^0..y^N`` a round computes for all learners (not for ResidualSGB's average, nor for
     #: StagewiseGB's one stage at a time)
     monitors_stall = True
+    #: whether ``chained=True`` applies (:mod:`~torchboost.learners.chained`): not for one
+    #: learner, nor for OGB's learners (wrapped in ``BoundedOutput``)
+    chains_learners = True
 
     @property
     def n_learners(self) -> int:

@@ -40,6 +40,8 @@ class OnlineLinearBooster(Booster):
         objective: ``"linear"`` (the paper's analysis) or ``"greedy"`` (Sec. 4.1).
     """
 
+    chains_learners = False  # the learners are wrapped in BoundedOutput, not chained learners
+
     config_keys = ("bound", "objective")
 
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float | None = None,

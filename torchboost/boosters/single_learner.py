@@ -38,6 +38,8 @@ class SingleLearner(Booster):
         (3, 24)
     """
 
+    chains_learners = False  # one learner: nothing to chain
+
     config_keys = ("prediction_units",)
 
     def __init__(self, learner: Any, loss: Any = "squared", *, prediction_units: int = 1,
