@@ -45,6 +45,9 @@ CASES = {
                                                   nn.Tanh(), nn.Linear(5, 1)), n_learners=3),
     "single": lambda: SingleLearner(partial(TwoLayerNet, 6, 8)),
     "stagewise": lambda: StagewiseGB(partial(TwoLayerNet, 6, 8), n_learners=3),
+    "sgb_chained": lambda: SGB(partial(TwoLayerNet, 6, 8), n_learners=4, chained=True),
+    "stagewise_chained": lambda: StagewiseGB(partial(TwoLayerNet, 6, 8), n_learners=3,
+                                             chained=True),
 }
 
 
@@ -132,14 +135,15 @@ def test_torch_compile_fullgraph():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
-@pytest.mark.parametrize("case", ["sgb_stacked", "sgb_loop", "conv"])
+@pytest.mark.parametrize("case", ["sgb_stacked", "sgb_loop", "conv", "sgb_chained",
+                                  "conv_chained"])
 def test_onnx_export_runs_in_onnx_runtime(tmp_path, case):
     pytest.importorskip("onnxscript")
     ort = pytest.importorskip("onnxruntime")
-    if case == "conv":
+    if case.startswith("conv"):
         booster = _trained(lambda: SGB(partial(ConvNet, 2, 12, 3, channels=3, kernel_size=3),
-                                       "softmax", n_outputs=3, n_learners=3,
-                                       targets="newton"), IMAGES, CLASSES)
+                                       "softmax", n_outputs=3, n_learners=3, targets="newton",
+                                       chained=case == "conv_chained"), IMAGES, CLASSES)
         x = IMAGES
     else:
         booster, x = _trained(CASES[case], X, Y), X
