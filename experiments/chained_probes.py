@@ -12,13 +12,23 @@ replaces"), one pass at the default rate:
    detached), costing ``N`` predictions and ``N`` updates of every example (``3N`` units).
    It joins the library only if it pays.
 
-Every variant runs one pass over the same standardised 7,200 training rows as
+3. **Why does the wide network win classification?** (the issue's prototype: one pass over
+   multiclass streams with ``TwoLayerNet`` learners and softmax Newton targets, the wide
+   network ahead by 1-6 points.) ``--classification`` runs the comparison driver on MNIST with
+   16 ``TwoLayerNet(784, 10, 10)`` learners — plain and chained, each with gradient targets
+   (SGB), Newton targets (SGB_newton) and Newton targets with learned steps (SGB_learned) —
+   against the wide and the deep network with each ensemble's parameters, one pass and 3
+   passes, each method's rate chosen on validation (schedule-free grid 3e-2 / 1e-1 / 3e-1,
+   extended at an edge), 2 seeds; writes ``results/chained_probes/mnist_mlp/``.
+
+Every variant of 1 and 2 runs one pass over the same standardised 7,200 training rows as
 ``experiments/sgb_vs_gb.py`` (Newton targets on classification), at the default rate, from
 ``--seeds`` seeds; the final test metric (MSE, the error rate for Adult), mean ± sd, and the
 compute units are printed and written to ``experiments/results/chained_probes/results.json``
 (and ``results.md``: the table, each cell with the parameters of one learner).
 
-    OMP_NUM_THREADS=1 python experiments/chained_probes.py          # ~10 minutes
+    OMP_NUM_THREADS=1 python experiments/chained_probes.py                   # ~10 minutes
+    OMP_NUM_THREADS=1 python experiments/chained_probes.py --classification  # ~30 minutes
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import statistics
 from pathlib import Path
 from typing import Any
@@ -34,9 +45,10 @@ import torch
 from torch import Tensor
 
 from torchboost import SGB
-from torchboost.harness import DATASETS, ExperimentConfig
-from torchboost.harness.driver import prepare_data
+from torchboost.harness import DATASETS, ExperimentConfig, LearnerConfig
+from torchboost.harness.driver import prepare_data, run_comparison
 from torchboost.learners.chained import chainable
+from torchboost.lightning.module import quiet_streaming_notices
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -70,12 +82,13 @@ class CorrectiveSGB(SGB):
         self.compute_units += 3 * self.n_learners * x.shape[0]
 
 
-def run(name: str, chained: bool, every: int | None, seed: int,
-        matched: bool = False) -> dict[str, float]:
-    """One pass of one variant; ``matched``: plain learners with a chained one's parameters."""
+def run(name: str, chained: bool, every: int | None, seed: int, matched: bool = False,
+        **overrides: Any) -> dict[str, float]:
+    """One pass of one variant; ``matched``: plain learners with a chained one's parameters;
+    ``overrides``: of the data set's configuration (its learner, ``n_learners``)."""
     spec = DATASETS[name]
     path = str(SHARED / spec.shared_path) if spec.shared_path else None  # ABALONE is bundled
-    config = ExperimentConfig.for_dataset(name, path, max_train=8000)
+    config = ExperimentConfig.for_dataset(name, path, max_train=8000, **overrides)
     data = prepare_data(config)
     m = config.n_outputs
     learner = config.learner
@@ -110,6 +123,64 @@ def _count(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def classification(seeds: int) -> str:
+    """Question 3 (module docstring): the driver's comparison on MNIST with MLP learners, plain
+    and chained, then two probes at the default rate (a corrective step every round; the same
+    parameters in fewer, larger learners); returns the tables (final test error, mean ± sd)
+    and writes them to ``OUT / "mnist_mlp" / "table.md"``, every comparison's
+    ``results.json`` beside them (a rerun reuses those that exist)."""
+    out = OUT / "mnist_mlp"
+    lines = ["| regime | learners | wide net | deep net | SGB | SGB_newton | SGB_learned | "
+             "best SGB (validation) |", "|---|---|---|---|---|---|---|---|"]
+    for regime, passes in (("one_pass", 1), ("budget", 3)):
+        for chained in (False, True):
+            config = ExperimentConfig.for_dataset(
+                "mnist", str(SHARED / "mnist"), max_train=8000, max_passes=passes,
+                one_pass=regime == "one_pass", fixed_budget=True, optimizer="schedule_free",
+                schedule="constant", lr_grid=[3e-2, 1e-1, 3e-1], lr_fan_in=64.0,
+                grid_extensions=2, seeds=seeds, eval_points=4, n_learners=16,
+                learner=LearnerConfig("two_layer", 10, "sigmoid", chained),
+                methods=["wide", "deep", "SGB", "SGB_newton", "SGB_learned"])
+            kind = "chained" if chained else "plain"
+            done = out / f"{regime}-{kind}" / "results.json"  # a rerun keeps finished runs
+            results = (json.loads(done.read_text()) if done.exists() else
+                       run_comparison(config, done.parent, progress=False))
+            methods = results["methods"]
+            cells = [f"{methods[m]['mean']:.4f} ± {methods[m]['std']:.4f}"
+                     for m in ("wide", "deep", "SGB", "SGB_newton", "SGB_learned")]
+            label = "1 pass" if passes == 1 else f"{passes} passes"
+            lines.append(f"| {label} | {kind} | " + " | ".join(cells)
+                         + f" | {results['best_SGB']} |")
+            print(lines[-1], flush=True)
+    # the ensemble of N TwoLayerNets is a wide network trained greedily: does a joint step on
+    # the ensemble's loss every round (the corrective step) close the gap? (default rate)
+    lines += ["", "One pass at the default rate, Newton targets (SGB_newton), "
+              f"{seeds} seeds: without and with a corrective step every round", "",
+              "| learners | no corrective step | corrective step every round |", "|---|---|---|"]
+    mlp = {"learner": LearnerConfig("two_layer", 10, "sigmoid"), "n_learners": 16}
+    for chained in (False, True):
+        cells = []
+        for every in (None, 1):
+            values = [run("mnist", chained, every, seed, **mlp)["metric"]
+                      for seed in range(seeds)]
+            cells.append(f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}")
+        lines.append(f"| {'chained' if chained else 'plain'} | " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+    # the same parameters in fewer, larger learners: is it the learners' size?
+    lines += ["", "One pass at the default rate, SGB_newton, the same parameters in fewer, "
+              f"larger learners, {seeds} seeds", "", "| learners | test error |", "|---|---|"]
+    for n, hidden in ((16, 10), (4, 40), (1, 160)):
+        values = [run("mnist", False, None, seed, n_learners=n,
+                      learner=LearnerConfig("two_layer", hidden, "sigmoid"))["metric"]
+                  for seed in range(seeds)]
+        lines.append(f"| {n} × TwoLayerNet(784, {hidden}, 10) | {statistics.mean(values):.4f} "
+                     f"± {statistics.stdev(values):.4f} |")
+        print(lines[-1], flush=True)
+    table = "\n".join(lines) + "\n"
+    (out / "table.md").write_text(table)
+    return table
+
+
 def markdown(results: dict[str, dict[str, Any]]) -> str:
     """One row per stream, one column per variant: mean ± sd (the learners' parameters)."""
     labels = list(next(iter(results.values())))
@@ -128,8 +199,15 @@ def main() -> None:
                                  "protein"])
     parser.add_argument("--every", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--classification", action="store_true",
+                        help="question 3 only: MNIST with MLP learners (module docstring)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.classification:
+        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+        quiet_streaming_notices()
+        print(classification(min(args.seeds, 2)))
+        return
     variants = [("SGB", False, None, False), ("SGB, chained's parameters", False, None, True),
                 ("chained", True, None, False),
                 *[(f"chained + corrective every {k}", True, k, False) for k in args.every]]

@@ -73,3 +73,38 @@ def test_every_row_has_the_fields_a_sceptic_asks_for(table):
     assert (out / "summary.png").stat().st_size > 10_000
     table_md = (out / "table.md").read_text()
     assert "One pass" in table_md and "multi-pass budget" in table_md
+
+
+def _row(data: str, values: dict[str, float], best: str = "SGB_newton") -> dict:
+    """A table row with each method's mean (sd a tenth of it, parameters 100 × it) in both
+    regimes, and ``best`` the best SGB variant (GB with its Newton targets)."""
+    row: dict = {"data": data, "metric": "MSE", "passes": 5}
+    for suffix in ("", "_one_pass"):
+        for m, v in values.items():
+            row.update({f"{m}{suffix}": v, f"std_{m}{suffix}": v / 10,
+                        f"params_{m}{suffix}": int(100 * v)})
+        row.update({f"best_SGB{suffix}": best, f"GB_like_best_SGB{suffix}": "GB_newton"})
+    return row
+
+
+def test_the_chained_versus_table_takes_each_column_from_its_comparison():
+    sys.path.insert(0, str(EXPERIMENTS))
+    import sgb_vs_gb
+    sys.path.remove(str(EXPERIMENTS))
+    try:
+        plain = [_row("pol", {"SGB_newton": 70.0, "GB_newton": 111.0, "wide": 52.0, "deep": 10.0}),
+                 _row("other", {"SGB_newton": 1.0})]
+        chained = [_row("pol", {"SGB_newton": 38.0, "GB_newton": 50.0, "wide": 53.0,
+                                "deep": 11.5})]
+        rows = sgb_vs_gb.versus_rows(plain, chained)
+        markdown = sgb_vs_gb.versus_markdown(rows)
+    finally:
+        sys.modules.pop("sgb_vs_gb", None)
+    assert [(r["data"], r["regime"]) for r in rows] == [("pol", "1 pass"), ("pol", "5 passes")]
+    row = rows[0]
+    assert (row["SGB"], row["SGB_chained"], row["GB_chained"]) == (70.0, 38.0, 50.0)
+    assert (row["wide"], row["deep"], row["wide_chained"], row["deep_chained"]) == (
+        52.0, 10.0, 53.0, 11.5)
+    assert row["std_SGB_chained"] == pytest.approx(3.8) and row["params_deep_chained"] == 1150
+    assert row["method_GB_chained"] == "GB_newton" and row["winner"] == "deep"
+    assert "| pol | 1 pass | 70 ± 7 | 38 ± 3.8 | 50 ± 5 | 52 ± 5.2 | **10 ± 1** |" in markdown

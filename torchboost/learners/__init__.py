@@ -1,5 +1,6 @@
 """Weak-learner containers and ready-made weak-learner modules."""
 
+from torchboost.learners.chained import ChainedSequential, chainable
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.modules import BoundedOutput, ConvNet, ResidualNet, TwoLayerNet
@@ -19,6 +20,7 @@ __all__ = [
     "PER_LEARNER_OPTIMIZERS",
     "BoundedOutput",
     "COCOBBackprop",
+    "ChainedSequential",
     "ConvNet",
     "LearnerSource",
     "LoopEngine",
@@ -29,6 +31,7 @@ __all__ = [
     "StumpRegressor",
     "TwoLayerNet",
     "WeakLearners",
+    "chainable",
     "cosine_schedule",
     "decay_schedule",
 ]

@@ -21,6 +21,8 @@ prediction. Stacked learners (:class:`~torchboost.learners.StackedEngine`) run t
 carries without autograd, one learner after another, then evaluate all learners, their input-
 side products included, in one batched ``vmap`` with the carries fixed (:func:`stacked_chain`);
 the loop (:class:`~torchboost.learners.LoopEngine`) runs each learner once, with autograd.
+Stacked, a learner with ``Dropout`` therefore draws one mask for the carry it hands on and
+another for its own output in a training round (each a valid draw; the loop draws one).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
-from torch.nn import functional as F
 
 from torchboost.learners.stacked_sequential import (
     ELEMENTWISE_LAYERS,
@@ -178,7 +179,7 @@ def sequential_chain(template: ChainedSequential, params: dict[str, Tensor], x: 
                                                       features[-1])))
     if torch.is_grad_enabled() and len(features) > 1:
         carries = torch.stack([torch.zeros_like(features[0]), *features[:-1]])
-        stacked = template.body(pre + _vmapped(template.carry_in, carry_in, carries, 0))
+        stacked = template.body(pre + _carry_products(weights, carries))
     else:
         stacked = (template.body(pre[:1]) if torch.is_grad_enabled()  # one learner, no carry
                    else torch.stack(features))
@@ -191,12 +192,22 @@ def _part(params: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
 
 def _with_carry(template: ChainedSequential, pre: Tensor, weight: Tensor,
                 carry: Tensor) -> Tensor:
-    """``pre + carry_in(carry)`` with ``carry_in``'s ``weight``, by its functional form (a
-    ``functional_call`` per learner costs more than the product itself; one ``addmm`` for a
-    linear ``carry_in``)."""
+    """``pre + carry_in(carry)`` with ``carry_in``'s ``weight``: one ``addmm`` for a linear
+    ``carry_in``, a product over the channels for a 1×1 convolution (a ``functional_call`` or a
+    1×1 convolution per learner costs more than the product itself)."""
     if isinstance(template.carry_in, nn.Linear):
         return torch.addmm(pre, carry, weight.T)
-    return pre + getattr(F, f"conv{weight.ndim - 2}d")(carry, weight)
+    mixed = torch.matmul(weight.flatten(1), carry.flatten(2))  # (B, o, positions)
+    return pre + mixed.view(pre.shape)
+
+
+def _carry_products(weights: Tensor, carries: Tensor) -> Tensor:
+    """Every learner's ``carry_in(carry)`` at once: ``weights (k, o, c[, 1, ...])`` on
+    ``carries (k, B, c[, ...])``, one batched product."""
+    if weights.ndim == 3:  # linear: (k, o, c)
+        return torch.bmm(carries, weights.transpose(1, 2))
+    mixed = torch.matmul(weights.flatten(2).unsqueeze(1), carries.flatten(3))
+    return mixed.view(*carries.shape[:2], weights.shape[1], *carries.shape[3:])
 
 
 def _vmapped(module: nn.Module, params: dict[str, Tensor], x: Tensor, x_dim: int | None) -> Tensor:
