@@ -11,14 +11,11 @@ chain costs on top of a stacked round, and what stacking saves against the chain
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import BATCH, HIDDEN, IN_FEATURES, interleaved
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved, timing_arguments, write_timings
 from torch import nn
 
 from torchboost import SGB, ConvNet, TwoLayerNet
@@ -66,18 +63,9 @@ def measure(device: str, min_seconds: float, repeats: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seconds", type=float, default=3.0, help="per variant and shape")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).with_name("chained_cost.json"))
-    args = parser.parse_args()
-    rows = measure(args.device, args.seconds, args.repeats)
-    result = {"device": args.device, "threads": torch.get_num_threads(),
-              "torch": torch.__version__, "machine": platform.machine(), "rows": rows}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    args = timing_arguments(__doc__.splitlines()[0], Path(__file__).with_name(
+        "chained_cost.json"), seconds=3.0)
+    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats))
 
 
 if __name__ == "__main__":

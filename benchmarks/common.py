@@ -1,9 +1,15 @@
-"""What the benchmarks share: the SLICE shape they time, and timing in alternating windows."""
+"""What the benchmarks share: the SLICE shape they time, timing in alternating windows, and the
+command line and JSON of a timing benchmark."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -37,3 +43,23 @@ def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: 
         for name, step in steps.items():
             times[name].append(seconds_per_call(step, device, min_seconds / repeats))
     return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+
+
+def timing_arguments(description: str, out: Path, seconds: float) -> argparse.Namespace:
+    """``--device``, ``--seconds`` (per variant and shape, default ``seconds``), ``--repeats``
+    and ``--out`` (default ``out``) of a timing benchmark."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--seconds", type=float, default=seconds, help="per variant and shape")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=out)
+    return parser.parse_args()
+
+
+def write_timings(out: Path, device: str, rows: list[dict], **extra: Any) -> None:
+    """``rows`` with the device, threads, torch version and machine (and ``extra``) as JSON."""
+    result = {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "machine": platform.processor() or platform.machine(), **extra, "rows": rows}
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+

@@ -14,13 +14,10 @@ step). The target is ``default / adam <= 1.15``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 from pathlib import Path
 
 import torch
-from common import BATCH, HIDDEN, IN_FEATURES, interleaved
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved, timing_arguments, write_timings
 
 from torchboost import SGB, TwoLayerNet
 
@@ -69,18 +66,10 @@ def measure(device: str, min_seconds: float, repeats: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seconds", type=float, default=4.0, help="per variant and shape")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).with_name("round_cost.json"))
-    args = parser.parse_args()
-    rows = measure(args.device, args.seconds, args.repeats)
-    result = {"device": args.device, "threads": torch.get_num_threads(),
-              "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-              "target": "default_over_adam <= 1.15", "rows": rows}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    args = timing_arguments(__doc__.splitlines()[0], Path(__file__).with_name(
+        "round_cost.json"), seconds=4.0)
+    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats),
+                  target="default_over_adam <= 1.15")
 
 
 if __name__ == "__main__":

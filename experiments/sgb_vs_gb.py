@@ -226,10 +226,18 @@ def plot(rows: list[dict], path: Path) -> Path:
             es = [r[f"std_{m}{suffix}"] / best for m in names
                   if r.get(f"{m}{suffix}") is not None]
             ax.errorbar(xs, ys, yerr=es, fmt="o", capsize=3, label=label)
-        ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
-        ax.set_title(f"{r['data']} ({r['metric']})", fontsize=9)
-        ax.axhline(1.0, color="grey", lw=0.5)
-    axes[0][0].set_ylabel("final test metric / budget's best")
+        _label_panel(ax, names, f"{r['data']} ({r['metric']})")
+    return _save_panels(fig, axes, "final test metric / budget's best", path)
+
+
+def _label_panel(ax: Any, names: list[str], title: str) -> None:
+    ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
+    ax.set_title(title, fontsize=9)
+    ax.axhline(1.0, color="grey", lw=0.5)
+
+
+def _save_panels(fig: Any, axes: Any, ylabel: str, path: Path) -> Path:
+    axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -306,14 +314,8 @@ def write_versus(out: Path, chained: list[dict]) -> list[dict]:
             ax.errorbar([i + offset for i, _ in shown], [r[k] / best for _, k in shown],
                         yerr=[r[f"std_{k}"] / best for _, k in shown], fmt="o", capsize=3,
                         label=r["regime"])
-        ax.set_xticks(range(len(keys)), keys, rotation=60, fontsize=7)
-        ax.set_title(f"{name} ({mine[0]['metric']})", fontsize=9)
-        ax.axhline(1.0, color="grey", lw=0.5)
-    axes[0][0].set_ylabel("final test metric / best of the stream")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "versus.png", dpi=110)
-    plt.close(fig)
+        _label_panel(ax, keys, f"{name} ({mine[0]['metric']})")
+    _save_panels(fig, axes, "final test metric / best of the stream", out / "versus.png")
     return rows
 
 
