@@ -279,8 +279,15 @@ def test_learners_that_cannot_chain_say_how_to_write_one(module: nn.Module, matc
 
 
 def test_chained_options_are_checked() -> None:
+    from torchboost import OGB
+    from torchboost.harness import LearnerConfig
+
     with pytest.raises(ValueError, match="chained must be True or False"):
         WeakLearners(lambda: TwoLayerNet(2, 2), 2, chained="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="chained must be True or False"):
+        OGB(lambda: TwoLayerNet(2, 2), n_learners=2, chained=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="chained must be True or False"):
+        LearnerConfig(chained="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="compile"):
         WeakLearners(lambda: TwoLayerNet(2, 2), 2, chained=True, compile=True)
     plain = WeakLearners(lambda: TwoLayerNet(2, 2), 2)
@@ -328,3 +335,31 @@ def test_boosters_that_do_not_chain_say_so() -> None:
     x, y = regression_stream(40)
     with pytest.raises(ValueError, match="OGB does not chain its learners"):
         SGBRegressor("ogb", n_learners=2, chained=True, max_passes=1).fit(x.numpy(), y.numpy())
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_a_chained_learner_predicts_in_eval_mode_and_keeps_frozen_parameters(mode: str) -> None:
+    """A user's Sequential with Dropout and a frozen first layer, chained: predictions run in
+    eval mode (deterministic, the mode restored after), and the frozen layer never moves."""
+    def learner() -> nn.Module:
+        net = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Dropout(0.5), nn.Linear(6, 1))
+        net[0].requires_grad_(False)
+        return net
+
+    torch.manual_seed(0)
+    booster = SGB(learner, n_learners=3, chained=True, mode=mode)
+    frozen = [booster.learners.learner_state(i)["stem.0.weight"].clone() for i in range(3)]
+    carry_in = booster.learners.learner_state(2)["carry_in.weight"].clone()
+    x, y = regression_stream(120)
+    for t in range(0, 120, 20):
+        booster.learn(x[t:t + 20], y[t:t + 20])
+    assert booster.learners.training
+    torch.testing.assert_close(booster.predict(x), booster.predict(x), rtol=0, atol=0)
+    assert booster.learners.training  # predict gave the mode back
+    for i in range(3):
+        state = booster.learners.learner_state(i)
+        assert torch.equal(state["stem.0.weight"], frozen[i])
+        assert not booster.learners.learner(i).stem[0].weight.requires_grad
+    # the chain's own projection trains (the frozen stem does not stop it)
+    assert not torch.equal(booster.learners.learner_state(2)["carry_in.weight"], carry_in)
+

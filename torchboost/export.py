@@ -175,11 +175,12 @@ def export_booster(booster: Any, n_learners: int | None = None, output: Output =
                          "StagewiseGB and SingleLearner do)")
     dtype = booster.learners.dtype
     engine = booster.learners.engine
-    copies = [] if isinstance(engine, StackedEngine) and not booster.learners.chained else [
-        copy.deepcopy(booster.learners.learner(i)) for i in range(k)]
-    learners: nn.Module = (_ChainedLearners(copies) if booster.learners.chained
-                           else _LoopLearners(copies) if copies
-                           else _StackedLearners(engine, k))
+    learners: nn.Module
+    if isinstance(engine, StackedEngine) and not booster.learners.chained:
+        learners = _StackedLearners(engine, k)
+    else:
+        copies = [copy.deepcopy(booster.learners.learner(i)) for i in range(k)]
+        learners = (_ChainedLearners if booster.learners.chained else _LoopLearners)(copies)
     device = booster.y0_fixed.device
     y0 = booster.initial_prediction(torch.zeros(1, 1, dtype=dtype, device=device))[0]
     one, zero = torch.ones((), dtype=dtype, device=device), torch.zeros((), dtype=dtype,

@@ -57,11 +57,7 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
 
-from torchboost._adapters import (
-    LearnerFactory,
-    build_booster,
-    torch_dtype,
-)
+from torchboost._adapters import LearnerFactory, build_booster, torch_dtype
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
 from torchboost.params import integer, positive_int

@@ -159,7 +159,7 @@ class _StreamingBoosting(BaseEstimator):
         dtype: ``"float32"`` or ``"float64"`` (or the ``torch.dtype``) of the learners.
         n_threads: torch's intra-op threads while fitting and predicting (restored after);
             ``"auto"`` (default): one thread on a CPU for small learners and batches, where a
-            thread pool costs more than it saves (:data:`~torchboost._adapters.AUTO_THREADS_WORK`,
+            thread pool costs more than it saves (:data:`~torchboost.threads.AUTO_THREADS_WORK`,
             measured by ``benchmarks/threads.py``), torch's setting otherwise; ``None`` keeps
             torch's setting.
     """
@@ -270,7 +270,7 @@ class _StreamingBoosting(BaseEstimator):
             self.booster_.learn(*self._tensors(X, self._encode_targets(y)))
 
     def _threads(self, rows: int) -> int | None:
-        """The intra-op threads for ``rows`` rows (:func:`~torchboost._adapters.thread_count`)."""
+        """The intra-op threads for ``rows`` rows (:func:`~torchboost.threads.thread_count`)."""
         return thread_count(self.n_threads, self.device, self.booster_, rows)
 
     def _check_partial_classes(self, classes: Any) -> None:

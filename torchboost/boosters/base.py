@@ -137,7 +137,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         lr_output_scale = positive_float("lr_output_scale", lr_output_scale)
         self.loss = get_loss(loss)
         self.out_dim = self.loss.output_dim(positive_int("n_outputs", n_outputs))
-        if chained and not self.chains_learners:
+        if flag("chained", chained) and not self.chains_learners:
             raise ValueError(f"{type(self).__name__} does not chain its learners: chained=True "
                              "is for SGB and its variants and StagewiseGB")
         if isinstance(learners, WeakLearners):

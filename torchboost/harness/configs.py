@@ -29,7 +29,7 @@ from torchboost import data
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, ResidualNet, TwoLayerNet
 from torchboost.learners.chained import chainable
-from torchboost.params import positive_float, positive_int
+from torchboost.params import flag, positive_float, positive_int
 from torchboost.registries import add
 
 __all__ = ["DATASETS", "OPTIMIZERS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
@@ -47,6 +47,9 @@ class LearnerConfig:
     hidden: int = 10
     activation: str = "sigmoid"
     chained: bool = False
+
+    def __post_init__(self) -> None:
+        flag("chained", self.chained)
 
     def factory(self, dataset: data.Dataset, out_features: int) -> Callable[[], nn.Module]:
         """A zero-argument constructor of one weak learner for ``dataset``."""

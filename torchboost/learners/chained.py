@@ -149,12 +149,13 @@ def stacked_chain(step: ChainStep, batched: Callable[[Tensor], Tensor], k: int) 
     """``(k, B, ...)`` outputs of ``k`` stacked chained learners: the carries by :func:`chain`
     without autograd, then, when autograd is on, every learner at once by ``batched(carries)``
     (``carries`` stacked, the first learner's zeros), so the backward is one batched call."""
+    training = torch.is_grad_enabled()
+    if training and k == 1:  # no carry to find
+        return step(0, None)[0].unsqueeze(0)
     with torch.no_grad():
         outputs, carries = chain(step, k)
-    if not torch.is_grad_enabled():
+    if not training:
         return torch.stack(outputs)
-    if k == 1:
-        return step(0, None)[0].unsqueeze(0)
     first = torch.zeros_like(carries[1])
     return batched(torch.stack([first, *carries[1:k]]))
 
@@ -171,18 +172,20 @@ def sequential_chain(template: ChainedSequential, params: dict[str, Tensor], x: 
     stem, carry_in, head = (_part(params, name) for name in ("stem.", "carry_in.", "head."))
     pre = (stacked_sequential(plan, stem, x) if plan is not None
            else _vmapped(template.stem, stem, x, None))
-    weights = carry_in["weight"]
-    with torch.no_grad():
+    weights, k = carry_in["weight"], pre.shape[0]
+    training = torch.is_grad_enabled()
+    with torch.no_grad():  # training: the last learner's features are no one's carry
         features = [template.body(pre[0])]
-        for i in range(1, pre.shape[0]):
+        for i in range(1, k - 1 if training else k):
             features.append(template.body(_with_carry(template, pre[i], weights[i],
                                                       features[-1])))
-    if torch.is_grad_enabled() and len(features) > 1:
-        carries = torch.stack([torch.zeros_like(features[0]), *features[:-1]])
-        stacked = template.body(pre + _carry_products(weights, carries))
+    if not training:
+        stacked = torch.stack(features)
+    elif k == 1:  # one learner, no carry
+        stacked = template.body(pre)
     else:
-        stacked = (template.body(pre[:1]) if torch.is_grad_enabled()  # one learner, no carry
-                   else torch.stack(features))
+        carries = torch.stack([torch.zeros_like(features[0]), *features])
+        stacked = template.body(pre + _carry_products(weights, carries))
     return _vmapped(template.head, head, stacked, 0)
 
 

@@ -165,10 +165,9 @@ class StackedEngine(nn.Module):
 
     def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
              fast: bool) -> Tensor:
-        if self.chained and fast and not buffers and isinstance(self._template[0],
-                                                                ChainedSequential):
-            return sequential_chain(self._template[0], params, x, self._stem_plan)
         if self.chained:
+            if fast and not buffers and isinstance(self._template[0], ChainedSequential):
+                return sequential_chain(self._template[0], params, x, self._stem_plan)
             k = next(iter(params.values())).shape[0]
             return stacked_chain(self._step(params, buffers, x),
                                  lambda carries: self._vmap_chained(params, buffers, x, carries), k)

@@ -18,6 +18,7 @@ from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, out
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
 from torchboost.learners.stacking_probe import StackingProbe, check_output
+from torchboost.params import flag
 
 __all__ = ["LearnerSource", "WeakLearners"]
 
@@ -87,9 +88,7 @@ class WeakLearners(StackingProbe, nn.Module):
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
-        if not isinstance(chained, bool):
-            raise ValueError(f"chained must be True or False, got {chained!r}")
-        if chained:
+        if flag("chained", chained):
             if compile:
                 raise ValueError("compile=True compiles the stacked forward of unchained "
                                  "learners; chained learners run eagerly (chained=False or "
@@ -139,19 +138,7 @@ class WeakLearners(StackingProbe, nn.Module):
         if not 1 <= k <= self.n_learners:
             raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
         self.probe(x)
-        out = self.engine(x, k)
-        if isinstance(out, list):
-            for i, one in enumerate(out):
-                check_output(one, i)
-            out = torch.stack(out)
-        else:
-            check_output(out, None)
-        if out.ndim == 2:
-            out = out.unsqueeze(-1)
-        if out.ndim != 3:
-            raise ValueError(f"weak learners must return (B, m) or (B,) outputs, got "
-                             f"{tuple(out.shape[1:])} per learner")
-        return out
+        return _stacked_outputs(self.engine(x, k))
 
     def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
         """Output of learner ``index`` alone, ``(B, m)``. Chained learners: given ``carry``
@@ -167,10 +154,7 @@ class WeakLearners(StackingProbe, nn.Module):
         """Chained learners ``0..k−1`` (``k >= 1``) without autograd: their outputs
         ``(k, B, m)`` and the carry learner ``k`` gets."""
         outputs, carries = chain(self.engine.step(x), k)
-        for i, out in enumerate(outputs):
-            check_output(out, i)
-        h = torch.stack(outputs)
-        return (h.unsqueeze(-1) if h.ndim == 2 else h), carries[-1]
+        return _stacked_outputs(outputs), carries[-1]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -353,6 +337,23 @@ def _restore_attributes(saved: list[tuple[Any, dict[str, Any], list]]) -> None:
         vars(scheduler).clear()
         vars(scheduler).update(attributes)
         _restore_attributes(chained)
+
+
+def _stacked_outputs(out: Tensor | list[Tensor]) -> Tensor:
+    """Learners' outputs, checked, as ``(k, B, m)``: the stacked engine's ``(k, B, ...)`` or the
+    loop's list of ``(B, ...)`` (one output per learner read from ``(B,)``)."""
+    if isinstance(out, list):
+        for i, one in enumerate(out):
+            check_output(one, i)
+        out = torch.stack(out)
+    else:
+        check_output(out, None)
+    if out.ndim == 2:
+        out = out.unsqueeze(-1)
+    if out.ndim != 3:
+        raise ValueError(f"weak learners must return (B, m) or (B,) outputs, got "
+                         f"{tuple(out.shape[1:])} per learner")
+    return out
 
 
 def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.Module]:
