@@ -246,7 +246,8 @@ def _save_panels(fig: Any, axes: Any, ylabel: str, path: Path) -> Path:
 
 
 #: the versus table's columns: (key, source table, method key in it, header)
-VERSUS = (("SGB", "plain", "best", "best SGB variant"),
+VERSUS = (("base", "plain", "base", "base learner"),
+          ("SGB", "plain", "best", "best SGB variant"),
           ("SGB_chained", "chained", "best", "chained: best SGB variant"),
           ("GB_chained", "chained", "gb", "chained GB, same targets"),
           ("wide", "plain", "wide", "wide net, SGB's parameters"),

@@ -92,7 +92,8 @@ def test_the_chained_versus_table_takes_each_column_from_its_comparison():
     import sgb_vs_gb
     sys.path.remove(str(EXPERIMENTS))
     try:
-        plain = [_row("pol", {"SGB_newton": 70.0, "GB_newton": 111.0, "wide": 52.0, "deep": 10.0}),
+        plain = [_row("pol", {"base": 264.0, "SGB_newton": 70.0, "GB_newton": 111.0,
+                              "wide": 52.0, "deep": 10.0}),
                  _row("other", {"SGB_newton": 1.0})]
         chained = [_row("pol", {"SGB_newton": 38.0, "GB_newton": 50.0, "wide": 53.0,
                                 "deep": 11.5})]
@@ -107,4 +108,6 @@ def test_the_chained_versus_table_takes_each_column_from_its_comparison():
         52.0, 10.0, 53.0, 11.5)
     assert row["std_SGB_chained"] == pytest.approx(3.8) and row["params_deep_chained"] == 1150
     assert row["method_GB_chained"] == "GB_newton" and row["winner"] == "deep"
-    assert "| pol | 1 pass | 70 ± 7 | 38 ± 3.8 | 50 ± 5 | 52 ± 5.2 | **10 ± 1** |" in markdown
+    assert row["base"] == 264.0
+    assert "| pol | 1 pass | 264 ± 26 | 70 ± 7 | 38 ± 3.8 | 50 ± 5 | 52 ± 5.2 | **10 ± 1** |" \
+        in markdown
