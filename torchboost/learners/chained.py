@@ -36,6 +36,7 @@ from torch.func import functional_call, vmap
 from torchboost.learners.stacked_sequential import (
     ELEMENTWISE_LAYERS,
     SequentialPlan,
+    is_plain_flatten,
     stacked_sequential,
 )
 
@@ -82,7 +83,7 @@ class ChainedSequential(nn.Module):
         super().__init__()
         layers = list(module.children()) if type(module).forward is nn.Sequential.forward else []
         first = next((i for i, layer in enumerate(layers) if isinstance(layer, _STEMS)), None)
-        if first is None or not all(_is_flatten(layer) for layer in layers[:first]):
+        if first is None or not all(is_plain_flatten(layer) for layer in layers[:first]):
             raise ValueError(_not_chainable(module, "it has no Linear or convolution first "
                                             "layer (after Flatten layers only)"))
         end = first + 1
@@ -126,10 +127,6 @@ def _not_chainable(module: nn.Module, why: str) -> str:
             "has `takes_carry = True` and a forward(x, carry=None) that returns (output, "
             "features), features being what the next learner gets as its carry (None: zeros); "
             "see torchboost.learners.chained")
-
-
-def _is_flatten(layer: nn.Module) -> bool:
-    return isinstance(layer, nn.Flatten) and (layer.start_dim, layer.end_dim) == (1, -1)
 
 
 def chain(step: ChainStep, k: int) -> tuple[list[Tensor], list[Tensor | None]]:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["ELEMENTWISE_LAYERS", "SequentialPlan", "hidden_major", "hidden_major_prefix",
-           "sequential_plan"]
+           "is_plain_flatten", "sequential_plan"]
 
 #: layers that act on each entry (or draw a mask per entry): they keep a stacked layout
 ELEMENTWISE_LAYERS = (nn.Identity, nn.Sigmoid, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.ELU,
@@ -32,10 +32,15 @@ def _layers(module: nn.Module, prefix: str) -> SequentialPlan | None:
                 return None
             plan.extend(sub)
         return plan
-    plain_flatten = isinstance(module, nn.Flatten) and (module.start_dim, module.end_dim) == (1, -1)
-    if type(module) is nn.Linear or plain_flatten or isinstance(module, ELEMENTWISE_LAYERS):
+    if type(module) is nn.Linear or is_plain_flatten(module) or isinstance(module,
+                                                                          ELEMENTWISE_LAYERS):
         return [(prefix, module)]
     return None
+
+
+def is_plain_flatten(module: nn.Module) -> bool:
+    """Whether ``module`` is ``nn.Flatten()`` of every dimension after the batch's."""
+    return isinstance(module, nn.Flatten) and (module.start_dim, module.end_dim) == (1, -1)
 
 
 def sequential_plan(template: nn.Module) -> SequentialPlan | None:
