@@ -17,7 +17,8 @@ replaces"), one pass at the default rate:
    network ahead by 1-6 points.) ``--classification`` runs the comparison driver on MNIST with
    16 ``TwoLayerNet(784, 10, 10)`` learners — plain and chained, each with gradient targets
    (SGB), Newton targets (SGB_newton) and Newton targets with learned steps (SGB_learned) —
-   against the wide and the deep network with each ensemble's parameters, one pass and 3
+   against one such learner trained directly and the wide and the deep network with each
+   ensemble's parameters, one pass and 3
    passes, each method's rate chosen on validation (schedule-free grid 3e-2 / 1e-1 / 3e-1,
    extended at an edge), 2 seeds; writes ``results/chained_probes/mnist_mlp/``.
 
@@ -130,24 +131,30 @@ def classification(seeds: int) -> str:
     and writes them to ``OUT / "mnist_mlp" / "table.md"``, every comparison's
     ``results.json`` beside them (a rerun reuses those that exist)."""
     out = OUT / "mnist_mlp"
-    lines = ["| regime | learners | wide net | deep net | SGB | SGB_newton | SGB_learned | "
-             "best SGB (validation) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| regime | learners | base learner | wide net | deep net | SGB | SGB_newton | "
+             "SGB_learned | best SGB (validation) |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def comparison(regime: str, passes: int, kind: str, methods: list[str]) -> dict[str, Any]:
+        config = ExperimentConfig.for_dataset(
+            "mnist", str(SHARED / "mnist"), max_train=8000, max_passes=passes,
+            one_pass=regime == "one_pass", fixed_budget=True, optimizer="schedule_free",
+            schedule="constant", lr_grid=[3e-2, 1e-1, 3e-1], lr_fan_in=64.0,
+            grid_extensions=2, seeds=seeds, eval_points=4, n_learners=16,
+            learner=LearnerConfig("two_layer", 10, "sigmoid", kind == "chained"),
+            methods=methods)
+        done = out / f"{regime}-{kind}" / "results.json"  # a rerun keeps finished runs
+        return (json.loads(done.read_text()) if done.exists() else
+                run_comparison(config, done.parent, progress=False))
+
     for regime, passes in (("one_pass", 1), ("budget", 3)):
-        for chained in (False, True):
-            config = ExperimentConfig.for_dataset(
-                "mnist", str(SHARED / "mnist"), max_train=8000, max_passes=passes,
-                one_pass=regime == "one_pass", fixed_budget=True, optimizer="schedule_free",
-                schedule="constant", lr_grid=[3e-2, 1e-1, 3e-1], lr_fan_in=64.0,
-                grid_extensions=2, seeds=seeds, eval_points=4, n_learners=16,
-                learner=LearnerConfig("two_layer", 10, "sigmoid", chained),
-                methods=["wide", "deep", "SGB", "SGB_newton", "SGB_learned"])
-            kind = "chained" if chained else "plain"
-            done = out / f"{regime}-{kind}" / "results.json"  # a rerun keeps finished runs
-            results = (json.loads(done.read_text()) if done.exists() else
-                       run_comparison(config, done.parent, progress=False))
-            methods = results["methods"]
+        # the base learner does not chain: one run per regime, beside both ensembles
+        base = comparison(regime, passes, "base", ["base"])["methods"]["base"]
+        for kind in ("plain", "chained"):
+            results = comparison(regime, passes, kind,
+                                 ["wide", "deep", "SGB", "SGB_newton", "SGB_learned"])
+            methods = {**results["methods"], "base": base}
             cells = [f"{methods[m]['mean']:.4f} ± {methods[m]['std']:.4f}"
-                     for m in ("wide", "deep", "SGB", "SGB_newton", "SGB_learned")]
+                     for m in ("base", "wide", "deep", "SGB", "SGB_newton", "SGB_learned")]
             label = "1 pass" if passes == 1 else f"{passes} passes"
             lines.append(f"| {label} | {kind} | " + " | ".join(cells)
                          + f" | {results['best_SGB']} |")
