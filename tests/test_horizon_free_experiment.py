@@ -3,6 +3,7 @@ divides every schedule-free setting by the best tuned Adam, by hand."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -64,3 +65,51 @@ def test_the_default_setting_sets_nothing_and_equals_its_explicit_rule(horizon_f
 
     assert_same(trained(), trained(lr_fan_in=horizon_free.DEFAULT_LR_FAN_IN, optimizer_kwargs={
         "lr": horizon_free.DEFAULT_LR, "warmup_steps": horizon_free.DEFAULT_WARMUP}))
+
+
+def test_the_variants_change_the_default_rule_in_one_respect(horizon_free):
+    """A variant's run sets the default's rate, warm-up and fan-in rule explicitly plus its one
+    change; Adam's cosine knows the run's rounds; the default sets nothing."""
+    by_name = {m["method"]: m for m in horizon_free.methods() if m["passes"] == 10}
+    assert horizon_free.booster_options(by_name["sf_1e-01_w0"], 100) == {}
+    decay = horizon_free.booster_options(by_name["sf_1e-01_w0_decay300"], 100)
+    assert decay["optimizer_kwargs"] == {"lr": 0.1, "warmup_steps": 0}
+    assert decay["lr_fan_in"] == 64 and decay["lr_scheduler"].multiplier(300) == 0.5 ** 0.5
+    beta = horizon_free.booster_options(by_name["sf_1e-01_w0_beta95"], 100)
+    assert beta["optimizer_kwargs"]["betas"] == (0.95, 0.999) and "lr_scheduler" not in beta
+    cosine = horizon_free.booster_options(by_name["adam_cosine"], 40)
+    assert cosine["lr_scheduler"].multiplier(20) == pytest.approx(0.5)
+
+
+def test_merged_results_replace_a_rerun_and_keep_the_rest(horizon_free, tmp_path):
+    path = tmp_path / "results.json"
+
+    def row(seed, value, passes=10):
+        return {"stream": "s", "method": "m", "seed": seed, "passes": passes, "pass1": value}
+
+    horizon_free.write_merged(path, [row(0, 1.0), row(1, 2.0), row(0, 5.0, passes=1)])
+    horizon_free.write_merged(path, [row(1, 3.0), row(2, 4.0)])
+    merged = json.loads(path.read_text())
+    assert sorted((r["seed"], r["passes"], r["pass1"]) for r in merged) == [
+        (0, 1, 5.0), (0, 10, 1.0), (1, 10, 3.0), (2, 10, 4.0)]
+    assert not path.with_suffix(".tmp").exists()
+
+
+def test_the_table_gives_each_ratio_its_standard_error(horizon_free):
+    """Ratio 1.1 / 1.6 with the two means' relative standard errors added in quadrature."""
+    rows = []
+    for seed, shift in ((0, 0.0), (1, 0.2)):
+        for method, value in (("adam_7e-03", 3.0), ("adam_2e-02", 2.0), ("adam_6e-02", 4.0),
+                              ("adam_decay", 2.5), ("sf_1e-01_w0", 1.0)):
+            rows.append({"stream": "s", "seed": seed, "method": method,
+                         **{f"pass{p}": value + shift for p in horizon_free.PASSES}})
+        rows += [{"stream": "s", "seed": seed, "method": "adam_cosine", f"pass{p}": 1.5 + shift}
+                 for p in horizon_free.PASSES]
+    summary = horizon_free.summarize(rows)
+    se = statistics.stdev([0.0, 0.2]) / 2 ** 0.5
+    expected = (1.1 / 1.6) * ((se / 1.1) ** 2 + (se / 1.6) ** 2) ** 0.5
+    cell = summary["cells"]["s/1"]
+    assert horizon_free.ratio_error(cell, "sf_1e-01_w0", "adam_cosine") == pytest.approx(expected)
+    table = horizon_free.markdown(summary)
+    assert f"| s | 1 | 1.6 ± 0.14 | 2.1 ± 0.14 (0.02) | 2.1 ± 0.14 | 1.1 ± 0.14 | **0.69** ± " \
+           f"{expected:.2f} | 0.52 ± " in table
