@@ -1,6 +1,6 @@
 """Streams have no end: the default (schedule-free) learners against Adam's tuned schedules.
 
-    OMP_NUM_THREADS=1 python experiments/horizon_free.py                 # ~50 min on 2 cores
+    OMP_NUM_THREADS=1 python experiments/horizon_free.py                 # ~30 min on 2 cores
     python experiments/horizon_free.py --streams abalone pol --seeds 2 --workers 1
     python experiments/horizon_free.py --first-seed 6 --seeds 2      # two more seeds, merged
     python experiments/horizon_free.py --replot                         # figure from the JSON
