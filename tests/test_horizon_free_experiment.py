@@ -30,7 +30,9 @@ def test_a_run_reads_the_metric_after_each_named_pass(horizon_free):
     assert set(row) >= {"pass1", "pass2", "seconds"} and 0 < row["pass2"] < 50
 
 
-def test_the_summary_divides_by_the_best_tuned_adam(horizon_free):
+def two_seed_rows(horizon_free):
+    """One stream, two seeds (the second 0.2 above the first): the cosine at 1.5, Adam's
+    constant rates at 3, 2 and 4, the decay at 2.5, the default at 1."""
     rows = []
     for seed, shift in ((0, 0.0), (1, 0.2)):
         for method, value in (("adam_7e-03", 3.0), ("adam_2e-02", 2.0), ("adam_6e-02", 4.0),
@@ -39,6 +41,11 @@ def test_the_summary_divides_by_the_best_tuned_adam(horizon_free):
                          **{f"pass{p}": value + shift for p in horizon_free.PASSES}})
         rows += [{"stream": "s", "seed": seed, "method": "adam_cosine", f"pass{p}": 1.5 + shift}
                  for p in horizon_free.PASSES]
+    return rows
+
+
+def test_the_summary_divides_by_the_best_tuned_adam(horizon_free):
+    rows = two_seed_rows(horizon_free)
     cell = horizon_free.summarize(rows)["cells"]["s/1"]
     assert cell["best_constant"] == "adam_2e-02"
     assert cell["tuned_best"] == pytest.approx(1.6)  # the cosine's mean beats 2.1
@@ -97,15 +104,7 @@ def test_merged_results_replace_a_rerun_and_keep_the_rest(horizon_free, tmp_path
 
 def test_the_table_gives_each_ratio_its_standard_error(horizon_free):
     """Ratio 1.1 / 1.6 with the two means' relative standard errors added in quadrature."""
-    rows = []
-    for seed, shift in ((0, 0.0), (1, 0.2)):
-        for method, value in (("adam_7e-03", 3.0), ("adam_2e-02", 2.0), ("adam_6e-02", 4.0),
-                              ("adam_decay", 2.5), ("sf_1e-01_w0", 1.0)):
-            rows.append({"stream": "s", "seed": seed, "method": method,
-                         **{f"pass{p}": value + shift for p in horizon_free.PASSES}})
-        rows += [{"stream": "s", "seed": seed, "method": "adam_cosine", f"pass{p}": 1.5 + shift}
-                 for p in horizon_free.PASSES]
-    summary = horizon_free.summarize(rows)
+    summary = horizon_free.summarize(two_seed_rows(horizon_free))
     se = statistics.stdev([0.0, 0.2]) / 2 ** 0.5
     expected = (1.1 / 1.6) * ((se / 1.1) ** 2 + (se / 1.6) ** 2) ** 0.5
     cell = summary["cells"]["s/1"]
