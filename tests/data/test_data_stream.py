@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
-from torchboost.data import DataStream, load_abalone, make_test_tensors, synthetic_regression
+from torchboost.data import (
+    DataStream,
+    ExhaustedStreamWarning,
+    load_abalone,
+    make_test_tensors,
+    synthetic_regression,
+)
 
 
 def tabular(n: int = 103, d: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,11 +130,32 @@ def test_reset_and_exhaustion() -> None:
     x, y = tabular(n=30)
     stream = DataStream(x, y, batch_size=8, standardize="running")
     first = collect(stream)
-    assert collect(stream) == []  # one pass only
+    with pytest.warns(ExhaustedStreamWarning, match="pass is over"):
+        assert collect(stream) == []  # one pass only, and a second loop says so
     stream.reset()
     assert stream.n_seen == 0
     for (xa, _), (xb, _) in zip(first, collect(stream), strict=True):
         assert torch.equal(xa, xb)
+
+
+def test_only_a_loop_after_a_finished_loop_warns() -> None:
+    """A stream built or resumed at the end of its pass yields nothing quietly (a finished run
+    resumes that way); a second loop after a loop that ran the pass out warns once per loop;
+    ``reset`` and ``load_state_dict`` clear it."""
+    x, y = tabular(n=30)
+    at_end = DataStream(x, y, batch_size=8, start_batch=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert collect(at_end) == []
+        stream = DataStream(x, y, batch_size=8)
+        state = stream.state_dict()
+        assert len(collect(stream)) == 4
+    with pytest.warns(ExhaustedStreamWarning, match="DataStream's pass is over.*reset"):
+        assert collect(stream) == []
+    stream.load_state_dict(state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(collect(stream)) == 4
 
 
 def test_transform_uses_training_statistics_only() -> None:

@@ -17,7 +17,13 @@ from torchvision.datasets import MNIST
 from torchvision.transforms import ToTensor
 
 from torchboost import SGB, ConvNet
-from torchboost.data import DataStream, LoaderStream, load_mnist, mnist_dataset
+from torchboost.data import (
+    DataStream,
+    ExhaustedStreamWarning,
+    LoaderStream,
+    load_mnist,
+    mnist_dataset,
+)
 from torchboost.lightning import StreamingBoosterModule
 
 N_TRAIN, N_TEST = 48, 8
@@ -86,7 +92,8 @@ def test_loader_stream_map_style_order_and_exact_resume(mnist_root: Path) -> Non
     for (x, y), (xr, yr) in zip(stream, reference, strict=True):
         assert torch.equal(x, xr) and torch.equal(y, yr)
         batches.append(y)
-    assert len(stream) == 5 and list(stream) == []  # exhausted until reset
+    with pytest.warns(ExhaustedStreamWarning, match="LoaderStream's pass is over"):
+        assert len(stream) == 5 and list(stream) == []  # exhausted until reset
     stream.reset()
     it = iter(stream)
     next(it), next(it)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchboost.data import DataStream, MultiPassStream
+from torchboost.data import DataStream, ExhaustedStreamWarning, MultiPassStream
 
 X = torch.arange(46.0).reshape(23, 2)
 Y = torch.arange(23.0)
@@ -29,7 +29,8 @@ def test_passes_chain_the_seeded_passes_in_order():
         rows = expected[6 * p: 6 * (p + 1)]
         assert sorted(v for batch in rows for v in batch) == Y.tolist()
     assert expected[:6] != expected[6:12]
-    assert stream.batches_consumed == 18 and _batches(stream) == []
+    with pytest.warns(ExhaustedStreamWarning, match="pass is over"):
+        assert stream.batches_consumed == 18 and _batches(stream) == []
     stream.reset()
     assert stream.batches_consumed == 0 and _batches(stream) == expected
 

@@ -37,6 +37,7 @@ from torchboost.data.batch_groups import BatchGroup, BatchGroups, ResumableBatch
 from torchboost.data.csv_regression import load_csv_regression
 from torchboost.data.ct_slice import load_slice
 from torchboost.data.dataset import Dataset, Task
+from torchboost.data.exhaustion import ExhaustedStreamWarning
 from torchboost.data.libsvm import A9A_N_FEATURES, load_a9a, read_libsvm
 from torchboost.data.loader import LoaderStream
 from torchboost.data.mnist import MNIST_FILES, load_mnist, mnist_dataset, read_idx
@@ -67,6 +68,7 @@ __all__ = [
     "BatchGroups",
     "DataStream",
     "Dataset",
+    "ExhaustedStreamWarning",
     "LoaderStream",
     "MultiPassStream",
     "Policy",

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from torchboost.data.exhaustion import warn_if_exhausted
 from torchboost.params import flag, integer, positive_int
 
 __all__ = ["LoaderStream", "is_map_style", "materialize"]
@@ -103,6 +104,7 @@ class LoaderStream:
         if start_batch < 0 or (self._n_batches is not None and start_batch > self._n_batches):
             raise ValueError(f"start_batch must lie in [0, {self._n_batches}], got {start_batch}")
         self._consumed = start_batch
+        self._pass_ended = False  # an earlier loop ran this pass to its end
 
     # ------------------------------------------------------------------ iteration
     def __len__(self) -> int:
@@ -119,8 +121,10 @@ class LoaderStream:
     def reset(self) -> None:
         """Rewind to batch 0 for another pass."""
         self._consumed = 0
+        self._pass_ended = False
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        warn_if_exhausted(self, self._pass_ended)
         if self.map_style:
             batches = self._map_style_batches()
         else:
@@ -129,12 +133,13 @@ class LoaderStream:
                 next(batches, None)
         for batch in batches:
             if self._n_batches is not None and self._consumed >= self._n_batches:
-                return
+                break
             x, y = _pair(batch)
             self._consumed += 1
             if self.device is not None:
                 x, y = x.to(self.device), y.to(self.device)
             yield x, y
+        self._pass_ended = True
 
     def _order(self) -> Tensor:
         n = len(self.source)  # type: ignore[arg-type]
@@ -176,6 +181,7 @@ class LoaderStream:
             differing = sorted(k for k in config if state["config"].get(k) != config[k])
             raise ValueError(f"stream state does not match this stream: {differing} differ")
         self._consumed = int(state["batches_consumed"])
+        self._pass_ended = False
 
     def __repr__(self) -> str:
         total = "?" if self._n_batches is None else self._n_batches

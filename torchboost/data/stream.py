@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.utils.data import Dataset as TorchDataset
 
 from torchboost.data.dataset import Dataset
+from torchboost.data.exhaustion import warn_if_exhausted
 from torchboost.params import flag, integer, positive_int
 
 __all__ = ["STD_FLOOR", "DataStream", "Standardize", "is_stateful", "make_test_tensors"]
@@ -127,6 +128,7 @@ class DataStream:
         self._order = order.to(x.device)
         self.rank, self.world_size = 0, 1
         self._consumed = 0
+        self._pass_ended = False  # an earlier loop ran this pass to its end
         self._reset_statistics()
         self._fast_forward(start_batch)
 
@@ -153,6 +155,7 @@ class DataStream:
         return self._n_batches
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        warn_if_exhausted(self, self._pass_ended)
         while self._consumed < self._n_batches:
             rows = self._batch_rows(self._consumed)
             if self.standardize == "running":
@@ -161,6 +164,7 @@ class DataStream:
             mine = rows if self.world_size == 1 else rows.tensor_split(self.world_size)[self.rank]
             # index_select: the rows of x[mine] and y[mine] without advanced indexing's set-up
             yield self.transform(self.x.index_select(0, mine)), self.y.index_select(0, mine)
+        self._pass_ended = True
 
     @property
     def n_samples(self) -> int:
@@ -180,6 +184,7 @@ class DataStream:
     def reset(self) -> None:
         """Rewind to batch 0 for another pass in the same order (running statistics restart)."""
         self._consumed = 0
+        self._pass_ended = False
         self._reset_statistics()
 
     def shard(self, rank: int, world_size: int) -> None:
@@ -312,6 +317,7 @@ class DataStream:
         if state["config"] != config:
             differing = sorted(k for k in config if state["config"].get(k) != config[k])
             raise ValueError(f"stream state does not match this stream: {differing} differ")
+        self._pass_ended = False
         self._consumed = int(state["batches_consumed"])
         self._count = int(state["count"])
         self._mean = state["mean"].to(device=self.x.device, dtype=torch.float64)
