@@ -1,5 +1,7 @@
-"""Inference speed: ``booster.predict`` against the exported module (:func:`torchboost.export.
-export_booster`) run eagerly, through ``torch.compile`` and in ONNX Runtime, on CPU.
+"""Inference speed on CPU: ``booster.predict`` against the exported module, eager, compiled, ONNX.
+
+The exported module is :func:`torchboost.export.export_booster`'s, run eagerly, through
+``torch.compile`` and in ONNX Runtime.
 
 One trained SGB in the SLICE shape of ``throughput.py`` (384 inputs, ``TwoLayerNet(384, 10)``,
 leaky ReLU, ``standardize`` on) for N ∈ {1, 8, 64} learners, predicting batches of 256 rows;

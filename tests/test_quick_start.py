@@ -27,3 +27,17 @@ def test_the_quick_start_runs_as_written(page):
     assert mse < 0.6 * float(y_test.var())  # ABALONE: 16 learners after one pass
     assert booster.compute_units > 0 and set(booster.diagnostics()) >= {"fit_error", "edge"}
     assert namespace["prediction"].shape[0] == len(namespace["y"])  # the last batch's rows
+
+
+def test_the_getting_started_config_is_a_valid_experiment():
+    """The YAML of the getting-started page builds the comparison it describes."""
+    import yaml
+
+    from torchboost.harness import ExperimentConfig
+
+    text = (ROOT / "docs/getting-started.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", text, re.DOTALL).group(1)
+    config = ExperimentConfig.from_dict(yaml.safe_load(block))
+    assert (config.name, config.dataset, config.n_learners, config.seeds) == (
+        "abalone-quick", "abalone", 8, 2)
+    assert config.methods == ["base", "wide", "GB", "SGB_newton"] and config.one_pass
