@@ -30,6 +30,58 @@ def test_running_moments_by_hand():
     assert images.mean.tolist() == [2.0, 10.0] and images.std().tolist() == [1.0, 0.0]
 
 
+def test_indicator_columns_are_left_as_they_are():
+    """A column of 0s and 1s passes through (standardised, a rare category would become
+    (1 − p)/σ); once a value other than 0 or 1 appears it is standardised like the others.
+    Labels are not tracked."""
+    moments = RunningMoments(indicators=True)
+    moments.update(torch.tensor([[0.0, 1.0], [1.0, 3.0]]))
+    moments.update(torch.tensor([[0.0, 5.0], [0.0, 7.0]]))
+    shift, scale = moments.shift_and_scale()
+    assert moments.off_01.tolist() == [0.0, 3.0]  # 3, 5 and 7 (column 2's 1 is an indicator's)
+    assert shift.tolist() == [0.0, 4.0] and scale.tolist() == pytest.approx([1.0, 5**0.5])
+    moments.update(torch.tensor([[0.5, 4.0]]))
+    shift, scale = moments.shift_and_scale()
+    assert moments.off_01.tolist() == [1.0, 4.0]
+    assert shift.tolist() == pytest.approx([0.3, 4.0])  # mean(0, 1, 0, 0, .5), mean(1..7, 4)
+    assert scale[0].item() == pytest.approx(moments.std()[0].item())
+    assert RunningMoments().off_01 is None and RunningMoments().shift_and_scale()[0].numel() == 0
+
+
+def test_boosters_pass_indicators_through_and_export_agrees():
+    torch.manual_seed(0)
+    x = torch.randn(64, 3)
+    x[:, 0] = (x[:, 0] > 1.0).float()  # a rare category: about 16 %
+    y = x @ torch.tensor([2.0, 1.0, -1.0])
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    booster.learn(x[:32], y[:32])
+    booster.learn(x[32:], y[32:])
+    seen = booster.standardizer.inputs(x)
+    assert torch.equal(seen[:, 0], x[:, 0])
+    torch.testing.assert_close(seen[:, 1:].mean(0), torch.zeros(2), atol=1e-6, rtol=0)
+    torch.testing.assert_close(booster.export()(x), booster.predict(x))
+
+
+def test_states_saved_before_indicators_standardize_every_column():
+    """A state without ``off_01`` (saved before indicators were tracked) keeps standardising
+    every column, as the booster that saved it did."""
+    torch.manual_seed(0)
+    x = torch.randn(32, 3)
+    x[:, 0] = (x[:, 0] > 0).float()
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    booster.learn(x, x.sum(1))
+    state = booster.state_dict()
+    del state["standardizer.features.off_01"]
+    with pytest.raises(ValueError, match="does not fit this booster"):  # a damaged new state
+        SGB(lambda: TwoLayerNet(3, 4), n_learners=2).load_state_dict(dict(state))
+    del state["_extra_state"]["indicators"]  # as written by earlier versions
+    restored = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    restored.load_state_dict(state)
+    assert restored.standardizer.features.off_01.tolist() == [1.0, 1.0, 1.0]
+    torch.testing.assert_close(restored.standardizer.inputs(x)[:, 0].std(unbiased=False).item(),
+                               1.0)
+
+
 def test_large_offsets_keep_their_digits():
     moments = RunningMoments()
     for shift in (1.0, -1.0, 3.0, -3.0):
@@ -138,10 +190,13 @@ class _Pair(Synchronizer):
 
 def test_data_parallel_replicas_hold_the_global_statistics():
     x = torch.randn(6, 32, 3) * torch.tensor([1.0, 10.0, 1e3]) + 4.0
-    single = RunningMoments()
+    x[:, :, 0] = (x[:, :, 0] > 4.0).float()  # an indicator column
+    x[5, 31, 0] = 0.5  # that turns continuous in rank 1's last shard only
+    single = RunningMoments(indicators=True)
     for batch in x:
         single.update(batch)
-    replicas, slots, barrier = [RunningMoments(), RunningMoments()], [None, None], \
+    replicas, slots, barrier = [RunningMoments(indicators=True),
+                                RunningMoments(indicators=True)], [None, None], \
         threading.Barrier(2, timeout=30)
 
     def run(rank: int) -> None:
@@ -158,6 +213,7 @@ def test_data_parallel_replicas_hold_the_global_statistics():
         assert replica.count.item() == single.count.item() == 192
         torch.testing.assert_close(replica.mean, single.mean)
         torch.testing.assert_close(replica.std(), single.std())
+        assert replica.off_01.tolist() == single.off_01.tolist() == [1.0, 192.0, 192.0]
 
 
 def test_states_saved_before_the_option_load_as_unstandardized():

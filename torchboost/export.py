@@ -189,8 +189,8 @@ def export_booster(booster: Any, n_learners: int | None = None, output: Output =
     standardizer = booster.standardizer
     if standardizer is not None and standardizer.features.started:
         shape = (1, -1, *([1] * (len(booster.input_shape or (0,)) - 1)))  # per channel
-        in_mean = standardizer.features.mean.to(dtype).view(shape)
-        in_scale = standardizer.features.scale().to(dtype).view(shape)
+        in_mean, in_scale = (v.to(dtype).view(shape)
+                             for v in standardizer.features.shift_and_scale())
     if standardizer is not None and standardizer.labels is not None:
         if standardizer.labels.started:
             out_mean = standardizer.labels.mean.to(dtype)

@@ -105,7 +105,9 @@ class BoosterState:
             sizes.append(("labels", self.standardizer.labels, self.out_dim))
         for what, moments, size in sizes:
             columns = moments.mean.numel()
-            if columns and (columns != size or moments.sq_dev.numel() != columns):
+            tracked = moments.off_01.numel() if moments.off_01 is not None else columns
+            if columns and (columns != size or moments.sq_dev.numel() != columns
+                            or tracked != columns):
                 raise ValueError(
                     f"the state does not fit this booster (nothing was loaded): its {what} "
                     f"statistics have {columns} columns (and {moments.sq_dev.numel()} squared "
@@ -133,6 +135,11 @@ class BoosterState:
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "
                                  "Differences: " + "; ".join(differences))
+        features = prefix + "standardizer.features."
+        if (isinstance(extra, dict) and "indicators" not in extra
+                and features + "mean" in state_dict and features + "off_01" not in state_dict):
+            # saved before indicator columns were tracked: every feature was standardised
+            state_dict[features + "off_01"] = torch.ones_like(state_dict[features + "mean"])
         stall = prefix + "stall."
         if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
             # saved before the monitor existed: it starts afresh (its sums are not the model's)
@@ -141,7 +148,9 @@ class BoosterState:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"input_shape": self.input_shape, "config": self.config(), **counters(self)}
+        # "indicators": the features' statistics track 0/1 columns (states saved before lack it)
+        return {"input_shape": self.input_shape, "config": self.config(), "indicators": True,
+                **counters(self)}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
