@@ -38,11 +38,11 @@ def test_indicator_columns_are_left_as_they_are():
     moments.update(torch.tensor([[0.0, 1.0], [1.0, 3.0]]))
     moments.update(torch.tensor([[0.0, 5.0], [0.0, 7.0]]))
     shift, scale = moments.shift_and_scale()
-    assert moments.off_01.tolist() == [0.0, 3.0]  # 3, 5 and 7 (column 2's 1 is an indicator's)
+    assert moments.off_01.tolist() == [0.0, 68.0]  # Σ|v(v − 1)|: 0 + 3·2 + 5·4 + 7·6
     assert shift.tolist() == [0.0, 4.0] and scale.tolist() == pytest.approx([1.0, 5**0.5])
     moments.update(torch.tensor([[0.5, 4.0]]))
     shift, scale = moments.shift_and_scale()
-    assert moments.off_01.tolist() == [1.0, 4.0]
+    assert moments.off_01.tolist() == [0.25, 80.0]
     assert shift.tolist() == pytest.approx([0.3, 4.0])  # mean(0, 1, 0, 0, .5), mean(1..7, 4)
     assert scale[0].item() == pytest.approx(moments.std()[0].item())
     assert RunningMoments().off_01 is None and RunningMoments().shift_and_scale()[0].numel() == 0
@@ -77,7 +77,7 @@ def test_states_saved_before_indicators_standardize_every_column():
     del state["_extra_state"]["indicators"]  # as written by earlier versions
     restored = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
     restored.load_state_dict(state)
-    assert restored.standardizer.features.off_01.tolist() == [1.0, 1.0, 1.0]
+    assert restored.standardizer.features.off_01.tolist() == [1.0, 1.0, 1.0]  # none 0/1
     torch.testing.assert_close(restored.standardizer.inputs(x)[:, 0].std(unbiased=False).item(),
                                1.0)
 
@@ -213,7 +213,8 @@ def test_data_parallel_replicas_hold_the_global_statistics():
         assert replica.count.item() == single.count.item() == 192
         torch.testing.assert_close(replica.mean, single.mean)
         torch.testing.assert_close(replica.std(), single.std())
-        assert replica.off_01.tolist() == single.off_01.tolist() == [1.0, 192.0, 192.0]
+        torch.testing.assert_close(replica.off_01, single.off_01)
+        assert replica.off_01[0].item() == 0.25 and replica.off_01[1:].min().item() > 0
 
 
 def test_states_saved_before_the_option_load_as_unstandardized():
