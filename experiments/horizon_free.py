@@ -343,9 +343,12 @@ def main() -> None:
                 for stream in args.streams for method in SPREAD_METHODS]
         with multiprocessing.Pool(args.workers) as pool:
             rows = pool.map(_job, jobs)
+        path = args.out / "spread.json"  # other streams' runs stay (--streams reruns some)
+        kept = [r for r in (json.loads(path.read_text())["runs"] if path.exists() else [])
+                if r["stream"] not in args.streams]
+        rows = kept + rows
         table = spread(rows)
-        (args.out / "spread.json").write_text(json.dumps({"runs": rows, "spread": table},
-                                                         indent=1))
+        path.write_text(json.dumps({"runs": rows, "spread": table}, indent=1))
         for stream, cell in table.items():
             print(f"{stream:15s} std old {cell[f'adam_{ADAM_LR:.0e}']['std']:.4g} new "
                   f"{cell['default']['std']:.4g} ratio {cell['std_ratio']:.2f}")

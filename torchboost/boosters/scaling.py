@@ -8,7 +8,7 @@ With ``standardize=True`` (:class:`~torchboost.SGB`) the learners never see the 
   up to rounding) is only centred; a feature whose every value so far was 0 or 1 (an indicator,
   a one-hot column) is left as it is: standardising it would blow a rare category up to
   ``(1 − p) / σ ≈ 1 / √p`` (10 for a 1 % category), and on adult's 123 one-hot columns the
-  default learners erred 3-4 % more with them standardised (``docs/results/defaults.md``);
+  default learners erred 2-4 % more with them standardised (``docs/results/defaults.md``);
 * for a regression loss (squared, absolute, Huber) the labels are standardised the same way,
   output by output, the whole booster — ``y^0``, the partial sums, the learners' targets, the
   step ``η`` and the stall monitor — works in these standardised units, and a prediction
