@@ -221,3 +221,16 @@ def test_repr_and_from_dataset_on_real_shapes() -> None:
     stream = DataStream.from_dataset(ds, batch_size=100)
     assert len(stream) == 38 and stream.n_samples == 3759
     assert "batches=0/38" in repr(stream)
+
+
+def test_a_state_that_fails_half_way_changes_nothing() -> None:
+    x, y = tabular(n=30)
+    stream = DataStream(x, y, batch_size=8, standardize="running")
+    next(iter(stream))
+    state = stream.state_dict()
+    del state["m2"]  # read last
+    fresh = DataStream(x, y, batch_size=8, standardize="running")
+    before = (fresh.batches_consumed, fresh.n_seen)
+    with pytest.raises(KeyError):
+        fresh.load_state_dict(state)
+    assert (fresh.batches_consumed, fresh.n_seen) == before == (0, 0)

@@ -317,11 +317,12 @@ class DataStream:
         if state["config"] != config:
             differing = sorted(k for k in config if state["config"].get(k) != config[k])
             raise ValueError(f"stream state does not match this stream: {differing} differ")
+        # read everything first: a state that fails half-way changes nothing
+        consumed, count = int(state["batches_consumed"]), int(state["count"])
+        mean = state["mean"].to(device=self.x.device, dtype=torch.float64)
+        m2 = state["m2"].to(device=self.x.device, dtype=torch.float64)
+        self._consumed, self._count, self._mean, self._m2 = consumed, count, mean, m2
         self._pass_ended = False
-        self._consumed = int(state["batches_consumed"])
-        self._count = int(state["count"])
-        self._mean = state["mean"].to(device=self.x.device, dtype=torch.float64)
-        self._m2 = state["m2"].to(device=self.x.device, dtype=torch.float64)
 
     def __repr__(self) -> str:
         return (
