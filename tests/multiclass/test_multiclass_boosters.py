@@ -269,11 +269,13 @@ def test_stacked_and_loop_paths_agree() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("kind", KINDS)
 def test_booster_on_cuda_matches_cpu(kind: str) -> None:
+    """Same decisions and scores up to float32 rounding (the GPU's kernels sum in another order:
+    bitwise equality failed on an H200; float64 on the CPU differs from float32 by < 1e-6)."""
     x, y = stream(30)
     cpu, gpu = make(kind), make(kind).to("cuda")
     for i in range(0, 30, 3):
-        assert torch.equal(cpu.learn(x[i:i + 3], y[i:i + 3]),
-                           gpu.learn(x[i:i + 3].cuda(), y[i:i + 3].cuda()).cpu())
+        torch.testing.assert_close(gpu.learn(x[i:i + 3].cuda(), y[i:i + 3].cuda()).cpu(),
+                                   cpu.learn(x[i:i + 3], y[i:i + 3]), rtol=1e-5, atol=1e-5)
 
 
 def test_the_range_of_n_learners_is_the_one_accepted() -> None:

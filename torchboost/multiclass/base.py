@@ -151,7 +151,7 @@ class MulticlassBooster(Booster):
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         """Votes ``s^0..s^n`` ``(n + 1, B, k)`` of the learners with logits ``h (n, B, k)``."""
         n = h.shape[0]
-        alpha = self.vote_weights(n).to(h.dtype)
+        alpha = self.vote_weights(n).to(h)  # device too: OnlineMBBM builds its α ≡ 1 on the CPU
         if self.prediction == "argmax":
             return y0 + cumulative_votes(h.argmax(-1), alpha, self.n_classes)
         votes = [y0]
