@@ -180,14 +180,19 @@ def test_cuda_learners_match_cpu(mode):
     torch.manual_seed(0)
     gpu = WeakLearners(lambda: TwoLayerNet(4, 3), 3, mode=mode)
     x, t = torch.randn(16, 4), torch.randn(3, 16, 1)
-    cpu.step((cpu(x) - t).square().sum())
-    gpu.step((gpu(x) - t).square().sum())  # state created on CPU, then moved
+
+    def step(learners: WeakLearners, x: torch.Tensor, t: torch.Tensor) -> None:
+        with learners.learning_point():  # schedule-free: forward and step at the learning point
+            learners.step((learners(x) - t).square().sum())
+
+    step(cpu, x, t)
+    step(gpu, x, t)  # state created on CPU, then moved
     gpu.to("cuda")
     xc, tc = x.cuda(), t.cuda()
     for _ in range(3):
-        cpu.step((cpu(x) - t).square().sum())
-        gpu.step((gpu(xc) - tc).square().sum())
-    assert torch.allclose(cpu(x), gpu(xc).cpu(), atol=1e-5)
+        step(cpu, x, t)
+        step(gpu, xc, tc)
+    assert torch.allclose(cpu(x), gpu(xc).cpu(), atol=1e-5)  # the averaged weights
 
 
 @pytest.mark.parametrize(

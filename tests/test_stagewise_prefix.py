@@ -152,6 +152,7 @@ def test_a_frozen_learner_keeps_no_gradient():
     assert all(p.grad is not None for p in gb.learners.learner(1).parameters())
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_stacked_prefix_on_cuda_equals_the_loop():
     data = [(x.cuda(), y.cuda()) for x, y in batches(6)]

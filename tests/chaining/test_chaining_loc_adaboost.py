@@ -153,6 +153,7 @@ def test_locally_adaptive_beats_the_chaining_tree_on_appendix_f() -> None:
     assert regret["lab"] < 0.2 * horizon
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_matches_cpu() -> None:
     cpu = LocAdaBoost((0.0, 1.0), depth=8, bound=8.0, n_streams=2)

@@ -256,6 +256,7 @@ def test_regret_per_round_decreases_with_the_horizon() -> None:
     assert long < 2000 * 0.5
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_matches_cpu() -> None:
     cpu = ChainingTree((0.0, 1.0), depth=10, bound=8.0, n_streams=2)

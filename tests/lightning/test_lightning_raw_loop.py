@@ -127,15 +127,25 @@ def test_fit_runs_torchs_plain_cuda_check_without_cuda(regression, make_booster,
 def test_batch_groups_of_a_cpu_stream_train_a_cuda_booster(regression, make_booster,
                                                            make_stream, trainer_kwargs):
     """Each batch of a group is moved to the GPU in the training step, as Lightning moves a
-    single batch: grouped and ungrouped GPU fits of a CPU stream end in the same booster."""
+    single batch: grouped and ungrouped GPU fits of a CPU stream end in the same booster.
+    (Lightning's teardown moves the module back to the CPU after the fit.)"""
+
+    class Devices(pl.Callback):
+        def __init__(self) -> None:
+            self.seen: set[str] = set()
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+            self.seen.add(next(module.booster.parameters()).device.type)
+
     states = []
     for group in (1, 3):
         booster = make_booster("sgb")
         stream = make_stream(regression)
-        trainer = pl.Trainer(**{**trainer_kwargs, "accelerator": "gpu"})
+        devices = Devices()
+        trainer = pl.Trainer(**{**trainer_kwargs, "accelerator": "gpu", "callbacks": [devices]})
         trainer.fit(StreamingBoosterModule(booster),
                     train_dataloaders=BatchGroups(stream, group) if group > 1 else stream)
-        assert booster.rounds == 40 and next(booster.parameters()).is_cuda
+        assert booster.rounds == 40 and devices.seen == {"cuda"}
         states.append(booster.state_dict())
     for key, value in states[0].items():
         if torch.is_tensor(value) and value.is_floating_point():
