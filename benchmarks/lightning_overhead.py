@@ -144,7 +144,7 @@ def _timed(run: Callable[[SGB, MultiPassStream, str], None], x: torch.Tensor, y:
 def identical(a: Any, b: Any) -> bool:
     """Exact equality of nested states (tensors by dtype and ``torch.equal``)."""
     if torch.is_tensor(a):
-        return torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
+        return torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu())
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(
             identical(a[k], b[k]) for k in a)
