@@ -27,6 +27,23 @@ def regression_stream(n: int, d: int = 5, seed: int = 0, noise: float = 0.1):
     return x, y
 
 
+def ogb_over_stumps(device: str = "cpu", dtype: torch.dtype = torch.float32,
+                    **options) -> torch.Tensor:
+    """OGB over 4 regression stumps (linear learner loss) after 10 batches of 20 rows of
+    :func:`regression_stream`; its predictions of the 200 rows, in float64 on the CPU."""
+    from torchboost import OGB, StumpRegressor
+
+    xs, ys = regression_stream(200, d=4, seed=2)
+    torch.manual_seed(0)
+    booster = OGB(lambda: StumpRegressor(4, curvature=0.0, bound=1.0), n_learners=4,
+                  bound_outputs=False, optimizer_kwargs={"lr": 0.05}, **options).to(device)
+    if dtype != torch.float32:
+        booster = booster.to(dtype)
+    for x, y in zip(xs.split(20), ys.split(20), strict=True):
+        booster.learn(x.to(device, dtype), y.to(device, dtype))
+    return booster.predict(xs.to(device, dtype)).double().cpu()
+
+
 def stream_both(a, b, x: torch.Tensor, y: torch.Tensor, batch: int) -> None:
     """Feed the same stream, batch by batch, to two boosters."""
     for t in range(0, len(y), batch):

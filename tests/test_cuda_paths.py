@@ -8,9 +8,9 @@ import copy
 
 import pytest
 import torch
-from boost_helpers import linear_learners, regression_stream
+from boost_helpers import linear_learners, ogb_over_stumps, regression_stream
 
-from torchboost import OGB, SGB, DivergenceError, StumpRegressor, TwoLayerNet
+from torchboost import SGB, DivergenceError, TwoLayerNet
 from torchboost.data import BadInputError, DataStream, ScreenedStream
 
 pytestmark = [pytest.mark.cuda,
@@ -45,19 +45,10 @@ def test_sgb_on_cuda_matches_cpu_with_guards_on():
 def test_ogb_over_stumps_on_cuda_matches_cpu():
     """Labels unscaled: standardised by the first batch's own mean, they make the first round's
     bias gradients 0 in exact arithmetic (OGB's linear learner loss), and Adam turns their
-    rounding error (1e-8 in float32, 1e-18 in float64) into a half step, so that any two
-    devices or dtypes end 0.02 apart (seen on an H200; float64 on the CPU alike)."""
-    xs, ys = regression_stream(200, d=4, seed=2)
-    runs = []
-    for device in ("cpu", "cuda"):
-        torch.manual_seed(0)
-        booster = OGB(lambda: StumpRegressor(4, curvature=0.0, bound=1.0), n_learners=4,
-                      bound_outputs=False, optimizer_kwargs={"lr": 0.05},
-                      standardize=False).to(device)
-        for x, y in zip(xs.split(20), ys.split(20), strict=True):
-            booster.learn(x.to(device), y.to(device))
-        runs.append(booster.predict(xs.to(device)).cpu())
-    assert torch.allclose(runs[0], runs[1], atol=1e-4)
+    rounding error into a half step, so that two devices end about 0.02 apart (seen on an H200;
+    float32 and float64 on the CPU alike: ``tests/test_devices.py``)."""
+    assert torch.allclose(ogb_over_stumps("cpu", standardize=False),
+                          ogb_over_stumps("cuda", standardize=False), atol=1e-4)
 
 
 def test_sharded_cuda_stream_reassembles_the_global_batches():
