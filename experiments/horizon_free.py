@@ -16,15 +16,17 @@ passes 1, 3 and 10. Methods:
 * ``sf_<lr>_w<warm-up>``: schedule-free AdamW (the default optimizer) at each rate of
   :data:`SF_RATES` with the fan-in rule, after a linear warm-up of each length in
   :data:`SF_WARMUPS` rounds: no schedule, no horizon, one run read after 1, 3 and 10 passes.
-  These chose the default rule (:mod:`~torchboost.boosters.default_lr`).
+  These chose the default rule's rate and warm-up (:mod:`~torchboost.boosters.default_lr`), at
+  the package's ``β₁`` = 0.9; ``sf_1e-01_w0`` is the default (nothing set: the rule, whose
+  ``β₁`` = 0.92 was chosen at that rate by the variants below).
 * ``adam_<lr>``: Adam at the constant rates of :data:`ADAM_RATES` with the fan-in rule;
   ``adam_2e-02`` is the constant default before schedule-free learners.
 * ``adam_decay``: Adam at 2e-2 with the open-ended :func:`~torchboost.decay_schedule` (300).
 * ``adam_cosine``: Adam at 2e-2 with a cosine decay over exactly 1, 3 or 10 passes, the
   horizon given by hand (three runs, each read at its end).
 * ``sf_1e-01_w0_<variant>``: the default rule changed in one respect (:data:`VARIANTS`): with
-  the open-ended ``decay_schedule(300)`` on top, or schedule-free's interpolation β = 0.95
-  instead of 0.9 (both horizon-free; measured, not adopted: see the docs, "Defaults").
+  the open-ended ``decay_schedule(300)`` on top, or schedule-free's interpolation β₁ = 0.9 (the
+  rule before), 0.93 or 0.95 instead of 0.92 (all horizon-free; see the docs, "Defaults").
 
 Each cell is run for ``--seeds`` seeds (learner initialisation and order) from
 ``--first-seed``; runs are merged into an existing ``results.json`` (a run of the same stream,
@@ -53,7 +55,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
 
 from torchboost import SGB, cosine_schedule, decay_schedule
-from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN, DEFAULT_WARMUP
+from torchboost.boosters.default_lr import (
+    DEFAULT_BETAS,
+    DEFAULT_LR,
+    DEFAULT_LR_FAN_IN,
+    DEFAULT_WARMUP,
+)
 from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +75,13 @@ ADAM_LR = 2e-2
 N_LEARNERS = 8
 
 #: One-respect changes of the default rule, measured next to it: an open-ended decay of the
-#: rate, and schedule-free's interpolation β₁ (the gradient is taken at ``(1 − β₁) z + β₁ x``).
+#: rate, and schedule-free's interpolation β₁ (the gradient is taken at ``(1 − β₁) z + β₁ x``;
+#: the rule's is :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS`; ``beta90``, the
+#: package's own, was the rule before).
 VARIANTS: dict[str, dict[str, Any]] = {
     "decay300": {"lr_scheduler": decay_schedule(300)},
+    "beta90": {"optimizer_kwargs": {"betas": (0.9, 0.999)}},
+    "beta93": {"optimizer_kwargs": {"betas": (0.93, 0.999)}},
     "beta95": {"optimizer_kwargs": {"betas": (0.95, 0.999)}},
 }
 
@@ -107,8 +118,9 @@ def booster_options(method: dict[str, Any], rounds: int) -> dict[str, Any]:
     if (method["optimizer"] == "sf" and not variant
             and (method["lr"], method["warmup"]) == (DEFAULT_LR, DEFAULT_WARMUP)):
         return {}  # the default: no rate, no schedule, nothing set
-    if method["optimizer"] == "sf":
+    if method["optimizer"] == "sf":  # the rate grid at the package's β, a variant at the rule's
         options["optimizer_kwargs"] = {"lr": method["lr"], "warmup_steps": method["warmup"],
+                                       **({"betas": DEFAULT_BETAS} if variant else {}),
                                        **variant.get("optimizer_kwargs", {})}
         if "lr_scheduler" in variant:
             options["lr_scheduler"] = variant["lr_scheduler"]

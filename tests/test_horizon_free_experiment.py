@@ -71,7 +71,8 @@ def test_the_default_setting_sets_nothing_and_equals_its_explicit_rule(horizon_f
         return booster.state_dict()
 
     assert_same(trained(), trained(lr_fan_in=horizon_free.DEFAULT_LR_FAN_IN, optimizer_kwargs={
-        "lr": horizon_free.DEFAULT_LR, "warmup_steps": horizon_free.DEFAULT_WARMUP}))
+        "lr": horizon_free.DEFAULT_LR, "warmup_steps": horizon_free.DEFAULT_WARMUP,
+        "betas": horizon_free.DEFAULT_BETAS}))
 
 
 def test_the_variants_change_the_default_rule_in_one_respect(horizon_free):
@@ -80,10 +81,14 @@ def test_the_variants_change_the_default_rule_in_one_respect(horizon_free):
     by_name = {m["method"]: m for m in horizon_free.methods() if m["passes"] == 10}
     assert horizon_free.booster_options(by_name["sf_1e-01_w0"], 100) == {}
     decay = horizon_free.booster_options(by_name["sf_1e-01_w0_decay300"], 100)
-    assert decay["optimizer_kwargs"] == {"lr": 0.1, "warmup_steps": 0}
+    assert decay["optimizer_kwargs"] == {"lr": 0.1, "warmup_steps": 0, "betas": (0.92, 0.999)}
     assert decay["lr_fan_in"] == 64 and decay["lr_scheduler"].multiplier(300) == 0.5 ** 0.5
     beta = horizon_free.booster_options(by_name["sf_1e-01_w0_beta95"], 100)
     assert beta["optimizer_kwargs"]["betas"] == (0.95, 0.999) and "lr_scheduler" not in beta
+    old_rule = horizon_free.booster_options(by_name["sf_1e-01_w0_beta90"], 100)
+    assert old_rule["optimizer_kwargs"] == {"lr": 0.1, "warmup_steps": 0, "betas": (0.9, 0.999)}
+    grid = horizon_free.booster_options(by_name["sf_5e-02_w0"], 100)  # the package's β
+    assert grid["optimizer_kwargs"] == {"lr": 0.05, "warmup_steps": 0}
     cosine = horizon_free.booster_options(by_name["adam_cosine"], 40)
     assert cosine["lr_scheduler"].multiplier(20) == pytest.approx(0.5)
 

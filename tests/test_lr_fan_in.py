@@ -12,7 +12,7 @@ from boost_helpers import (
 )
 
 from torchboost import SGB, TwoLayerNet
-from torchboost.boosters.default_lr import ADAM_LR, DEFAULT_WARMUP
+from torchboost.boosters.default_lr import ADAM_LR, DEFAULT_BETAS, DEFAULT_WARMUP
 from torchboost.boosters.sgb import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.learners import ConvNet, OptimizerSpec, Prodigy
 
@@ -68,7 +68,7 @@ def test_sgb_applies_the_rule_to_its_default_rate_only():
     narrow = SGB(lambda: _wide(10), n_learners=2)
     assert "lr_fan_in" not in narrow.config()  # changes nothing, so states saved before load
     state = SGB(lambda: _wide(10), n_learners=2, optimizer_kwargs={
-        "lr": DEFAULT_LR, "warmup_steps": DEFAULT_WARMUP}).state_dict()
+        "lr": DEFAULT_LR, "warmup_steps": DEFAULT_WARMUP, "betas": DEFAULT_BETAS}).state_dict()
     narrow.load_state_dict(state)
     with pytest.raises(ValueError, match="lr_fan_in"):  # a wide learner's old state: named
         default.load_state_dict(explicit.state_dict())

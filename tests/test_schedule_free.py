@@ -16,7 +16,7 @@ from boost_helpers import regression_stream
 from torch import Tensor, nn
 
 from torchboost import SGB, Booster, SingleLearner, StagewiseGB, TwoLayerNet
-from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_WARMUP
+from torchboost.boosters.default_lr import DEFAULT_BETAS, DEFAULT_LR, DEFAULT_WARMUP
 from torchboost.learners.averaging import is_schedule_free
 from torchboost.testing import assert_same
 
@@ -67,7 +67,7 @@ def test_the_default_is_schedule_free_at_the_rule_for_every_registered_booster()
         opt = booster.learners.optimizers[0]
         assert is_schedule_free(opt), name
         assert opt.defaults["lr"] == DEFAULT_LR and opt.defaults["warmup_steps"] == \
-            DEFAULT_WARMUP, name
+            DEFAULT_WARMUP and opt.defaults["betas"] == DEFAULT_BETAS == (0.92, 0.999), name
         assert booster.standardizer is not None, name
 
 
@@ -236,3 +236,23 @@ def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
             booster.learn(x[t:t + 16] * 1e4, y[t:t + 16] * 1e4)
     text = " ".join(str(w.message) for w in caught)
     assert "schedule-free lr=0" in text and "standardize=True" in text
+
+
+def test_a_state_of_the_rule_before_beta_092_names_its_fix():
+    """States saved by the default rule at schedule-free's own β₁ = 0.9 are refused by today's
+    default with the keyword that loads them, and load with it."""
+    def make(**options):
+        torch.manual_seed(0)
+        return SGB(lambda: TwoLayerNet(3, 4), n_learners=2, **options)
+
+    old = make(optimizer_kwargs={"betas": (0.9, 0.999)})
+    x, y = torch.randn(8, 3), torch.randn(8)
+    old.learn(x, y)
+    with pytest.raises(ValueError, match=r"optimizer_kwargs=\{'betas': \(0\.9, 0\.999\)\}"):
+        make().load_state_dict(old.state_dict())
+    with pytest.raises(ValueError) as other:  # any other difference: no such hint
+        make(optimizer_kwargs={"betas": (0.8, 0.999)}).load_state_dict(old.state_dict())
+    assert "β₁ became" not in str(other.value)
+    resumed = make(optimizer_kwargs={"betas": (0.9, 0.999)})
+    resumed.load_state_dict(old.state_dict())
+    assert torch.equal(resumed.predict(x), old.predict(x))

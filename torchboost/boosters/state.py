@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from torchboost.boosters.default_lr import DEFAULT_BETAS
 from torchboost.learners.schedules import describe_schedulers
 from torchboost.protocol import counters, load_counters
 
@@ -134,7 +135,8 @@ class BoosterState:
             if differences:
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "
-                                 "Differences: " + "; ".join(differences))
+                                 "Differences: " + "; ".join(differences)
+                                 + _old_default_betas_hint(saved, mine))
         features = prefix + "standardizer.features."
         if (isinstance(extra, dict) and "indicators" not in extra
                 and features + "mean" in state_dict and features + "off_01" not in state_dict):
@@ -182,3 +184,16 @@ def _describe(value: Any) -> Any:
                   if not k.startswith("_") and k != "training" and (v is None or isinstance(
                       v, bool | int | float | str | tuple))}
     return {"class": type(value).__name__, **attributes}
+
+
+def _old_default_betas_hint(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> str:
+    """The fix for a state saved under the default rule before its ``β₁`` became 0.92."""
+    def betas(config: Mapping[str, Any]) -> tuple[float, ...] | None:
+        value = (config.get("optimizer_defaults") or {}).get("betas")
+        return None if value is None else tuple(value)
+
+    if betas(saved) == (0.9, 0.999) and betas(mine) == DEFAULT_BETAS:
+        return (". A state saved by the default rule before its β₁ became "
+                f"{DEFAULT_BETAS[0]} loads into a booster built with "
+                "optimizer_kwargs={'betas': (0.9, 0.999)}")
+    return ""
