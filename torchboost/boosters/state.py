@@ -187,12 +187,15 @@ def _describe(value: Any) -> Any:
 
 
 def _old_default_betas_hint(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> str:
-    """The fix for a state saved under the default rule before its ``β₁`` became 0.92."""
-    def betas(config: Mapping[str, Any]) -> tuple[float, ...] | None:
-        value = (config.get("optimizer_defaults") or {}).get("betas")
-        return None if value is None else tuple(value)
+    """The fix for a state saved under the default rule before its ``β₁`` became 0.92: the
+    optimizer's defaults differ in ``betas`` alone, ``(0.9, 0.999)`` saved."""
+    def split(config: Mapping[str, Any]) -> tuple[tuple[float, ...] | None, dict[str, Any]]:
+        defaults = dict(config.get("optimizer_defaults") or {})
+        value = defaults.pop("betas", None)
+        return (None if value is None else tuple(value)), defaults
 
-    if betas(saved) == (0.9, 0.999) and betas(mine) == DEFAULT_BETAS:
+    (saved_betas, saved_rest), (my_betas, my_rest) = split(saved), split(mine)
+    if saved_betas == (0.9, 0.999) and my_betas == DEFAULT_BETAS and saved_rest == my_rest:
         return (". A state saved by the default rule before its β₁ became "
                 f"{DEFAULT_BETAS[0]} loads into a booster built with "
                 "optimizer_kwargs={'betas': (0.9, 0.999)}")
