@@ -4,7 +4,7 @@
     python experiments/horizon_free.py --streams abalone pol --seeds 2 --workers 1
     python experiments/horizon_free.py --first-seed 6 --seeds 2      # two more seeds, merged
     python experiments/horizon_free.py --replot                         # figure from the JSON
-    python experiments/horizon_free.py --spread 10     # seed spread after one pass, ~3 min
+    python experiments/horizon_free.py --spread 20     # seed spread after one pass, ~4 min
 
 Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
 ``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as

@@ -41,8 +41,9 @@ DEFAULT_WARMUP = 0
 #: ``β₁`` interpolates where the gradient is taken between the fast iterate and the uniform
 #: average (Defazio et al. 2024, Alg. 1): 0.92 instead of the package's 0.9 moves it towards the
 #: average and lowers the noise floor of long runs (keggundirected after ten passes: 6 % above
-#: tuned Adam at 0.9, 3.5 % at 0.92, over six seeds) at no cost elsewhere beyond the seeds'
-#: noise; 0.93 and 0.95 cost MNIST more (``experiments/horizon_free.py``, "Defaults" in the docs).
+#: tuned Adam at 0.9, 3.5 % at 0.92, over six seeds) at a cost elsewhere of at most 2.5 % (MNIST
+#: after one pass, 1.4 standard errors; every other cell within one); 0.93 and 0.95 cost MNIST
+#: more (``experiments/horizon_free.py``, "Defaults" in the docs).
 DEFAULT_BETAS = (0.92, 0.999)
 
 #: Adam's rate when ``optimizer=torch.optim.Adam`` is given without an ``lr`` (the default rule
