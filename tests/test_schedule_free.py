@@ -238,24 +238,51 @@ def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
     assert "schedule-free lr=0" in text and "standardize=True" in text
 
 
-def test_a_state_of_the_rule_before_beta_092_names_its_fix():
-    """States saved by the default rule at schedule-free's own β₁ = 0.9 are refused by today's
-    default with the keyword that loads them, and load with it."""
+def _betas_of(booster) -> set:
+    return {tuple(group["betas"]) for opt in booster.learners.optimizers
+            for group in [opt.defaults, *opt.param_groups]}
+
+
+def test_a_state_of_the_rule_before_beta_092_resumes_as_it_was_saved():
+    """A state saved by the default rule at schedule-free's own β₁ = 0.9 (a checkpoint, a
+    pickled estimator) loads into today's default booster, which adopts 0.9 and trains on as
+    the saved one would; other differences are still refused, and a refused load leaves the
+    booster's betas as they were."""
     def make(**options):
         torch.manual_seed(0)
         return SGB(lambda: TwoLayerNet(3, 4), n_learners=2, **options)
 
-    old = make(optimizer_kwargs={"betas": (0.9, 0.999)})
-    x, y = torch.randn(8, 3), torch.randn(8)
-    old.learn(x, y)
-    with pytest.raises(ValueError, match=r"optimizer_kwargs=\{'betas': \(0\.9, 0\.999\)\}"):
-        make().load_state_dict(old.state_dict())
-    explicit = make(optimizer_kwargs={"lr": 0.05})  # the package's β₁ too, but not the rule
-    for target, state in ((make(optimizer_kwargs={"betas": (0.8, 0.999)}), old.state_dict()),
-                          (make(), explicit.state_dict())):
-        with pytest.raises(ValueError) as other:  # other differences: no such hint
-            target.load_state_dict(state)
-        assert "β₁ became" not in str(other.value)
-    resumed = make(optimizer_kwargs={"betas": (0.9, 0.999)})
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(8, 3, generator=g), torch.randn(8, generator=g)) for _ in range(4)]
+    old = make(optimizer_kwargs={"betas": (0.9, 0.999)})  # the rule before, written out
+    old.learn(*batches[0])
+    resumed = make()
     resumed.load_state_dict(old.state_dict())
-    assert torch.equal(resumed.predict(x), old.predict(x))
+    assert _betas_of(resumed) == {(0.9, 0.999)} and resumed.config() == old.config()
+    for x, y in batches[1:]:
+        old.learn(x, y), resumed.learn(x, y)
+    assert_same(resumed.state_dict(), old.state_dict())
+
+    explicit = make(optimizer_kwargs={"lr": 0.05})  # the package's β₁ too, but not the rule
+    damaged = dict(old.state_dict())
+    damaged["label_statistic_sum"] = torch.zeros(5, dtype=torch.float64)
+    for target, state in ((make(optimizer_kwargs={"betas": (0.8, 0.999)}), old.state_dict()),
+                          (make(), explicit.state_dict()), (make(), damaged)):
+        before = (_betas_of(target), target.config())
+        with pytest.raises(ValueError, match="nothing was loaded"):
+            target.load_state_dict(state)
+        assert (_betas_of(target), target.config()) == before
+
+
+@pytest.mark.parametrize("betas", [(1.2, 0.9), (1.0, 0.999), (-0.1, 0.999), (0.9, 1.5), (0.9,),
+                                   0.95, (float("nan"), 0.9), "ab"])
+def test_bad_betas_are_refused_when_the_booster_is_built(betas):
+    with pytest.raises(ValueError, match=r"betas must be two numbers in \[0, 1\)"):
+        SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer_kwargs={"betas": betas})
+
+
+def test_betas_given_as_a_list_are_the_same_configuration_as_a_tuple():
+    as_list = SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer_kwargs={"betas": [0.9, 0.99]})
+    as_tuple = SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer_kwargs={"betas": (0.9, 0.99)})
+    assert _betas_of(as_list) == {(0.9, 0.99)}
+    as_tuple.load_state_dict(as_list.state_dict())

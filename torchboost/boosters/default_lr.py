@@ -14,7 +14,8 @@ Yang et al. 2022, Table 3). No horizon enters: the rule holds for a stream of an
 learners became the default (:data:`ADAM_LR` with the fan-in rule). An explicit
 ``optimizer_kwargs={"lr": ...}`` is one rate for every parameter with the optimizer's own
 defaults otherwise (add ``lr_fan_in=64`` to keep the fan-in rule, ``betas=DEFAULT_BETAS`` the
-rule's ``β``).
+rule's ``β``). A state saved by the rule before its ``β₁`` became 0.92 (a checkpoint, a pickled
+estimator) loads into a booster built with the rule and resumes at 0.9, as it was saved.
 """
 
 from __future__ import annotations

@@ -59,8 +59,11 @@ class SGB(GradientBoosting):
             :class:`~torchboost.boosters.base.Booster`): schedule-free AdamW by default, at
             :data:`DEFAULT_LR` = 1e-1 (chosen by ``experiments/horizon_free.py``) for weights
             with a fan-in up to :data:`DEFAULT_LR_FAN_IN` = 64 and ``1e-1 · 64 / fan_in`` for
-            wider ones (``lr_fan_in``), no schedule; an explicit ``optimizer_kwargs={"lr":
-            ...}`` is one rate for every parameter (add ``lr_fan_in=64`` to keep the rule).
+            wider ones (``lr_fan_in``), β₁ = 0.92
+            (:data:`~torchboost.boosters.default_lr.DEFAULT_BETAS`), no schedule; an explicit
+            ``optimizer_kwargs={"lr": ...}`` is one rate for every parameter with the
+            optimizer's own betas (add ``lr_fan_in=64`` and ``betas=DEFAULT_BETAS`` to keep the
+            rule).
             ``optimizer=torch.optim.Adam`` takes Adam's rule (2e-2); ``optimizer=Prodigy``
             (:class:`~torchboost.learners.Prodigy`) estimates a rate per learner instead.
         Other arguments: see :class:`~torchboost.boosters.base.Booster`.

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from torchboost.boosters.default_lr import DEFAULT_BETAS
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import describe_schedulers
 from torchboost.protocol import counters, load_counters
 
@@ -74,11 +75,14 @@ class BoosterState:
             raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
                              f"a {type(state_dict).__name__}")
         backup = copy.deepcopy(self.state_dict())
+        betas = self.learners.optimizers[0].defaults.get("betas")
         try:
             result = super().load_state_dict(state_dict, strict, assign)
             self._check_statistics()
             return result
         except BaseException as err:
+            if self.learners.optimizers[0].defaults.get("betas") != betas:  # adopted, undone
+                self.learners.adopt_betas(betas)
             super().load_state_dict(backup)
             if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
                 raise ValueError(f"the state does not fit this booster (nothing was loaded): "
@@ -128,6 +132,9 @@ class BoosterState:
             if window is not None and self.stall is not None:  # a monitoring setting, not the
                 self.stall.window = int(window)               # model: resume with the saved one
             mine = self.config()
+            if _saved_by_the_rule_before_its_betas(saved, mine):  # resume as it was saved
+                self.learners.adopt_betas(tuple(saved["optimizer_defaults"]["betas"]))
+                mine = self.config()
             differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
                            f"{mine.get(key, '(none)')!r}"
                            for key in sorted(set(saved) | set(mine), key=str)
@@ -135,8 +142,7 @@ class BoosterState:
             if differences:
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "
-                                 "Differences: " + "; ".join(differences)
-                                 + _old_default_betas_hint(saved, mine))
+                                 "Differences: " + "; ".join(differences))
         features = prefix + "standardizer.features."
         if (isinstance(extra, dict) and "indicators" not in extra
                 and features + "mean" in state_dict and features + "off_01" not in state_dict):
@@ -186,17 +192,18 @@ def _describe(value: Any) -> Any:
     return {"class": type(value).__name__, **attributes}
 
 
-def _old_default_betas_hint(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> str:
-    """The fix for a state saved under the default rule before its ``β₁`` became 0.92: the
-    optimizer's defaults differ in ``betas`` alone, ``(0.9, 0.999)`` saved."""
+def _saved_by_the_rule_before_its_betas(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> bool:
+    """Whether ``saved`` is this booster's configuration but for the default optimizer's betas,
+    ``(0.9, 0.999)`` (the default rule before its ``β₁`` became 0.92) where this booster has
+    :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS`."""
     def split(config: Mapping[str, Any]) -> tuple[tuple[float, ...] | None, dict[str, Any]]:
         defaults = dict(config.get("optimizer_defaults") or {})
         value = defaults.pop("betas", None)
-        return (None if value is None else tuple(value)), defaults
+        rest = {**config, "optimizer_defaults": defaults}
+        return (None if value is None else tuple(value)), rest
 
     (saved_betas, saved_rest), (my_betas, my_rest) = split(saved), split(mine)
-    if saved_betas == (0.9, 0.999) and my_betas == DEFAULT_BETAS and saved_rest == my_rest:
-        return (". A state saved by the default rule before its β₁ became "
-                f"{DEFAULT_BETAS[0]} loads into a booster built with "
-                "optimizer_kwargs={'betas': (0.9, 0.999)}")
-    return ""
+    return (mine.get("optimizer") == f"{DEFAULT_OPTIMIZER.__module__}."
+                                      f"{DEFAULT_OPTIMIZER.__qualname__}"
+            and saved_betas == (0.9, 0.999) and my_betas == DEFAULT_BETAS
+            and saved_rest == my_rest)

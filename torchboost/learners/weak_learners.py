@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
@@ -291,6 +292,17 @@ class WeakLearners(StackingProbe, nn.Module):
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The optimizer instances (one per learner in loop mode, one fused in stacked mode)."""
         return self.engine.optimizers
+
+    def adopt_betas(self, betas: tuple[float, float]) -> None:
+        """Every optimizer's ``betas`` (its defaults, its parameter groups and the spec that
+        builds optimizers) set to ``betas``: a state saved under other betas resumes with them
+        (:meth:`~torchboost.boosters.state.BoosterState.load_state_dict`)."""
+        self.optimizer_spec = dataclasses.replace(
+            self.optimizer_spec, kwargs={**self.optimizer_spec.kwargs, "betas": betas})
+        for optimizer in self.optimizers:
+            optimizer.defaults["betas"] = betas
+            for group in optimizer.param_groups:
+                group["betas"] = betas
 
     # --- optimizer state travels with the module ---------------------------------------------
     def get_extra_state(self) -> dict[str, Any]:
