@@ -99,6 +99,9 @@ class OptimizerSpec:
         lr = self.kwargs.get("lr")
         if lr is not None and not (_as_float(lr) >= 0 and math.isfinite(_as_float(lr))):
             raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
+        if "betas" in self.kwargs:  # a pair of decays in [0, 1), as a tuple (compared on loading)
+            object.__setattr__(self, "kwargs", {**self.kwargs,
+                                                "betas": _betas(self.kwargs["betas"])})
         if self.lr_fan_in is not None and not (math.isfinite(self.lr_fan_in)
                                                and self.lr_fan_in > 0):
             raise ValueError(f"lr_fan_in must be a finite number > 0 or None, got "
@@ -179,6 +182,18 @@ def output_layer_size(names: list[str]) -> int:
             break
         count += 1
     return count
+
+
+def _betas(value: Any) -> tuple[float, float]:
+    """``betas`` as a tuple of two floats in [0, 1), or a ``ValueError`` saying what is wrong."""
+    try:
+        pair = tuple(float(b) for b in value)
+    except (TypeError, ValueError):
+        pair = ()
+    if len(pair) != 2 or not all(0 <= b < 1 for b in pair):
+        raise ValueError(f"betas must be two numbers in [0, 1) (the decays of the gradient's "
+                         f"first and second moments, e.g. (0.9, 0.999)), got {value!r}")
+    return pair  # type: ignore[return-value]
 
 
 def _as_float(value: Any) -> float:
