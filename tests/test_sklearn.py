@@ -198,3 +198,16 @@ def test_dataframes_fit_name_their_columns_and_a_mismatch_is_refused():
         reg.predict(frame.rename(columns={"height": "weight"}))
     with pytest.raises(ValueError, match="another order"):  # and partial_fit the same
         reg.partial_fit(frame[["income", "age", "height"]], target)
+
+
+def test_learning_rate_joins_the_optimizer_kwargs_of_booster_kwargs():
+    """learning_rate was dropped silently when booster_kwargs set optimizer_kwargs (found by a
+    red-team review): it now joins them, and a second, different rate is refused."""
+    X = np.random.RandomState(0).randn(32, 3).astype("float32")
+    betas = {"optimizer_kwargs": {"betas": (0.92, 0.999)}}
+    est = SGBRegressor(n_learners=2, learning_rate=0.05, booster_kwargs=betas).fit(X, X[:, 0])
+    group = est.booster_.learners.optimizers[0].param_groups[0]
+    assert (group["lr"], group["betas"]) == (0.05, (0.92, 0.999))
+    with pytest.raises(ValueError, match="disagree"):
+        SGBRegressor(n_learners=2, learning_rate=0.05,
+                     booster_kwargs={"optimizer_kwargs": {"lr": 0.1}}).fit(X, X[:, 0])

@@ -157,8 +157,6 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         def factory() -> nn.Module:
             return learner(n_features, out_dim)
     kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer}
-    if learning_rate is not None:
-        kwargs["optimizer_kwargs"] = {"lr": float(learning_rate)}
     if lr_scheduler is not None:
         kwargs["lr_scheduler"] = lr_scheduler
     if chained:
@@ -175,6 +173,12 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if booster_kwargs is not None and not isinstance(booster_kwargs, dict):
         raise ValueError(f"booster_kwargs must be a dict of the booster's keyword arguments, "
                          f"got {booster_kwargs!r}")
+    if learning_rate is not None:  # merged into booster_kwargs' optimizer_kwargs, if any
+        given = dict(kwargs.get("optimizer_kwargs") or {})
+        if "lr" in given and given["lr"] != learning_rate:
+            raise ValueError(f"learning_rate={learning_rate!r} and booster_kwargs' optimizer_"
+                             f"kwargs lr={given['lr']!r} disagree: set the rate in one place")
+        kwargs["optimizer_kwargs"] = {**given, "lr": float(learning_rate)}
     with _building(torch_dtype(dtype), seed):
         try:
             if spec is not None and spec.build is not None:  # the entry's own recipe
