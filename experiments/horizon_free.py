@@ -294,7 +294,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
     cells = summary["cells"]
     streams = sorted({key.split("/")[0] for key in cells})
-    fig, axes = plt.subplots(1, len(PASSES), figsize=(5 * len(PASSES), 5), sharey=True,
+    fig, axes = plt.subplots(1, len(PASSES), figsize=(5 * len(PASSES), 5.8), sharey=True,
                              layout="constrained")
     for ax, p in zip(axes, PASSES, strict=True):
         for i, stream in enumerate(streams):
@@ -310,15 +310,20 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                             fmt=marker, color="grey", alpha=0.6, label=label if i == 0 else None)
             for j, lr in enumerate(SF_RATES):
                 stats = cell["stats"][f"sf_{lr:.0e}_w0"]
+                default = lr == DEFAULT_LR  # the rule: its β₁, not the package's
+                label = (f"default: schedule-free {lr:g}, β₁ = {DEFAULT_BETAS[0]:g}" if default
+                         else f"schedule-free {lr:g}, β₁ = 0.9")
                 ax.errorbar(i + 0.05 * j, stats["mean"] / tuned, yerr=stats["std"] / tuned,
-                            fmt="o", color=f"C{j}", label=f"schedule-free {lr:g}, no warm-up"
-                            if i == 0 else None)
-        ax.axhline(1.05, color="k", lw=0.5, ls="--")
+                            fmt="D" if default else "o", markersize=8 if default else 6,
+                            color=f"C{j}", label=label if i == 0 else None)
+        ax.axhline(1.05, color="k", lw=0.5, ls="--",
+                   label="5 % above the best tuned Adam" if p == PASSES[-1] else None)
         ax.set_xticks(range(len(streams)), streams, rotation=35, ha="right")
         ax.set_title(f"after {p} pass{'es' if p > 1 else ''}")
         ax.set_yscale("log")
     axes[0].set_ylabel("test metric / best tuned Adam (mean ± std over seeds)")
-    axes[-1].legend(fontsize=7)
+    fig.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", ncol=5,
+               fontsize=8)
     save_figure(fig, path)
 
 
