@@ -60,6 +60,7 @@ from torchboost.boosters.default_lr import (
     DEFAULT_LR,
     DEFAULT_LR_FAN_IN,
     DEFAULT_WARMUP,
+    RULE_BETAS_BEFORE,
 )
 from torchboost.harness.plotting import save_figure
 
@@ -80,7 +81,7 @@ N_LEARNERS = 8
 #: package's own, was the rule before).
 VARIANTS: dict[str, dict[str, Any]] = {
     "decay300": {"lr_scheduler": decay_schedule(300)},
-    "beta90": {"optimizer_kwargs": {"betas": (0.9, 0.999)}},
+    "beta90": {"optimizer_kwargs": {"betas": RULE_BETAS_BEFORE}},
     "beta93": {"optimizer_kwargs": {"betas": (0.93, 0.999)}},
     "beta95": {"optimizer_kwargs": {"betas": (0.95, 0.999)}},
 }
@@ -312,7 +313,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                 stats = cell["stats"][f"sf_{lr:.0e}_w0"]
                 default = lr == DEFAULT_LR  # the rule: its β₁, not the package's
                 label = (f"default: schedule-free {lr:g}, β₁ = {DEFAULT_BETAS[0]:g}" if default
-                         else f"schedule-free {lr:g}, β₁ = 0.9")
+                         else f"schedule-free {lr:g}, β₁ = {RULE_BETAS_BEFORE[0]:g}")
                 ax.errorbar(i + 0.05 * j, stats["mean"] / tuned, yerr=stats["std"] / tuned,
                             fmt="D" if default else "o", markersize=8 if default else 6,
                             color=f"C{j}", label=label if i == 0 else None)

@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--decay", type=float, default=None, metavar="TIMESCALE",
                         help="add decay_schedule(TIMESCALE), the open-ended decay")
     parser.add_argument("--beta1", type=float, default=None,
-                        help="with --defaults: schedule-free's interpolation beta1 (0.9)")
+                        help="schedule-free's beta1 (the rule's: 0.92); sets the rate too")
     parser.add_argument("--seed", type=int, default=0,
                         help="the learners' initialisation and the order (0: the table's run)")
     parser.add_argument("--out", type=Path, default=None)

@@ -27,7 +27,7 @@ import torch
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 
 __all__ = ["ADAM_LR", "DEFAULT_BETAS", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "DEFAULT_WARMUP",
-           "NEWTON_OUTPUT_POWER", "newton_output_scale", "with_default_lr"]
+           "NEWTON_OUTPUT_POWER", "RULE_BETAS_BEFORE", "newton_output_scale", "with_default_lr"]
 
 #: The default (schedule-free) optimizer's rate when none is given, for weights with a fan-in up
 #: to :data:`DEFAULT_LR_FAN_IN`. Chosen by ``experiments/horizon_free.py`` on every stream of the
@@ -46,6 +46,10 @@ DEFAULT_WARMUP = 0
 #: after one pass, 1.4 standard errors; every other cell within one); 0.93 and 0.95 cost MNIST
 #: more (``experiments/horizon_free.py``, "Defaults" in the docs).
 DEFAULT_BETAS = (0.92, 0.999)
+
+#: The rule's betas before :data:`DEFAULT_BETAS` (schedule-free's own): a state saved with them by
+#: the rule resumes with them (:mod:`torchboost.boosters.state`).
+RULE_BETAS_BEFORE = (0.9, 0.999)
 
 #: Adam's rate when ``optimizer=torch.optim.Adam`` is given without an ``lr`` (the default rule
 #: before schedule-free learners): chosen by ``experiments/defaults.py``'s coordinate-wise sweep

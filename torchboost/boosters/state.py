@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from torchboost.boosters.default_lr import DEFAULT_BETAS
+from torchboost.boosters.default_lr import DEFAULT_BETAS, RULE_BETAS_BEFORE
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import describe_schedulers
 from torchboost.protocol import counters, load_counters
@@ -132,8 +132,9 @@ class BoosterState:
             if window is not None and self.stall is not None:  # a monitoring setting, not the
                 self.stall.window = int(window)               # model: resume with the saved one
             mine = self.config()
-            if _saved_by_the_rule_before_its_betas(saved, mine):  # resume as it was saved
-                self.learners.adopt_betas(tuple(saved["optimizer_defaults"]["betas"]))
+            if (self.learners.optimizer_spec.cls is DEFAULT_OPTIMIZER
+                    and _differs_in_the_rules_betas_only(saved, mine)):  # resume as saved
+                self.learners.adopt_betas(RULE_BETAS_BEFORE)
                 mine = self.config()
             differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
                            f"{mine.get(key, '(none)')!r}"
@@ -192,10 +193,10 @@ def _describe(value: Any) -> Any:
     return {"class": type(value).__name__, **attributes}
 
 
-def _saved_by_the_rule_before_its_betas(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> bool:
-    """Whether ``saved`` is this booster's configuration but for the default optimizer's betas,
-    ``(0.9, 0.999)`` (the default rule before its ``β₁`` became 0.92) where this booster has
-    :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS`."""
+def _differs_in_the_rules_betas_only(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> bool:
+    """Whether ``saved`` is the configuration ``mine`` but for the optimizer's betas:
+    :data:`~torchboost.boosters.default_lr.RULE_BETAS_BEFORE` saved where ``mine`` has
+    :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS` (the rule's before and now)."""
     def split(config: Mapping[str, Any]) -> tuple[tuple[float, ...] | None, dict[str, Any]]:
         defaults = dict(config.get("optimizer_defaults") or {})
         value = defaults.pop("betas", None)
@@ -203,7 +204,5 @@ def _saved_by_the_rule_before_its_betas(saved: Mapping[str, Any], mine: Mapping[
         return (None if value is None else tuple(value)), rest
 
     (saved_betas, saved_rest), (my_betas, my_rest) = split(saved), split(mine)
-    return (mine.get("optimizer") == f"{DEFAULT_OPTIMIZER.__module__}."
-                                      f"{DEFAULT_OPTIMIZER.__qualname__}"
-            and saved_betas == (0.9, 0.999) and my_betas == DEFAULT_BETAS
+    return (saved_betas == RULE_BETAS_BEFORE and my_betas == DEFAULT_BETAS
             and saved_rest == my_rest)
