@@ -328,11 +328,13 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
-def write_merged(path: Path, results: list[dict[str, Any]]) -> None:
-    """Write ``results`` into the JSON list at ``path``, replacing earlier runs of the same
-    stream, method, seed and horizon (atomically: a crash leaves the old file)."""
+def write_merged(path: Path, results: list[dict[str, Any]],
+                 fields: tuple[str, ...] = ("stream", "method", "seed", "passes")) -> None:
+    """Write ``results`` into the JSON list at ``path``, replacing earlier runs that agree on
+    ``fields`` (by default the same stream, method, seed and horizon; atomically: a crash
+    leaves the old file)."""
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return row["stream"], row["method"], row["seed"], row["passes"]
+        return tuple(row[f] for f in fields)
 
     old = json.loads(path.read_text()) if path.exists() else []
     new = {key(r) for r in results}

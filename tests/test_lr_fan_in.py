@@ -128,7 +128,7 @@ def test_newton_targets_scale_linear_learners_rate_by_the_ensembles_speed():
     from torchboost import StagewiseGB
     from torchboost.boosters.default_lr import NEWTON_OUTPUT_POWER
 
-    scale = (20 * 0.5) ** -NEWTON_OUTPUT_POWER
+    scale = (20 * 0.3) ** -NEWTON_OUTPUT_POWER  # the default η = min(½, STEP_BUDGET / 20)
     linear = lambda: nn.Sequential(nn.Flatten(), nn.Linear(100, 3))  # noqa: E731
     for mode in ("stacked", "loop"):
         loop = SGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton", mode=mode)

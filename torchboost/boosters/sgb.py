@@ -10,7 +10,12 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
-from torchboost.boosters.gradient_boosting import DEFAULT_HESSIAN_FLOOR, GradientBoosting, Targets
+from torchboost.boosters.gradient_boosting import (
+    DEFAULT_HESSIAN_FLOOR,
+    STEP_BUDGET,
+    GradientBoosting,
+    Targets,
+)
 from torchboost.params import positive_float
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "DEFAULT_LR", "DEFAULT_LR_FAN_IN", "SGB", "StepSizeAdam"]
@@ -42,11 +47,17 @@ class SGB(GradientBoosting):
       ``η_i`` are in the ``state_dict`` and in :meth:`diagnostics` (``"step"``).
 
     Args:
-        step: the step ``η``, or ``"learned"``. Default (and the start of a learned step):
+        step: the step ``η``, or ``"learned"``. The paper's (the start of a learned step):
             Thm. 5.1's ``η = γ / (β(8 − 4γ))`` with edge ``γ = 1``, i.e. ``η = 1/(4β)`` for the
             loss's smoothness ``β`` (squared loss: β = 1, η = ¼; logistic: β = ¼, η = 1;
             softmax: β = ½, η = ½). Newton targets are already scaled by the curvature, so
-            their default is the full Newton step's half, ``η = ½``, for every loss.
+            their default is the full Newton step's half, ``η = ½``, for every loss. The
+            default is that ``η`` capped so that ``N · η`` is at most
+            :data:`~torchboost.boosters.gradient_boosting.STEP_BUDGET` = 6:
+            ``η = min(paper's, 6 / N)``, which changes nothing up to N = 24 learners with
+            squared loss and N = 12 with Newton targets (all N learners move at once in a
+            round; with the paper's η one pass of 64 learners ended more than 10 % behind on
+            three of six streams, of 128 on all six: ``experiments/step_budget.py``).
         targets: ``"gradient"`` (the paper, default) or ``"newton"``.
         hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
         step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
@@ -86,6 +97,7 @@ class SGB(GradientBoosting):
     """
 
     config_keys = ("step_rule",)
+    step_budget = STEP_BUDGET
 
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
@@ -94,6 +106,8 @@ class SGB(GradientBoosting):
         learned = step == "learned"
         if isinstance(step, str) and not learned:
             raise ValueError(f"step must be a finite number > 0 or 'learned', got {step!r}")
+        if learned:  # a learned step starts from the paper's η and finds its own scale
+            self.step_budget = None
         super().__init__(learners, loss, step=None if learned else step, targets=targets,
                          hessian_floor=hessian_floor, standardize=standardize, **kwargs)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None

@@ -75,14 +75,13 @@ class BoosterState:
             raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
                              f"a {type(state_dict).__name__}")
         backup = copy.deepcopy(self.state_dict())
-        betas = self.learners.optimizers[0].defaults.get("betas")
+        rule = self._rule_settings()
         try:
             result = super().load_state_dict(state_dict, strict, assign)
             self._check_statistics()
             return result
         except BaseException as err:
-            if self.learners.optimizers[0].defaults.get("betas") != betas:  # adopted, undone
-                self.learners.adopt_betas(betas)
+            self._restore_rule_settings(rule)  # an earlier rule adopted from the state, undone
             super().load_state_dict(backup)
             if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
                 raise ValueError(f"the state does not fit this booster (nothing was loaded): "
@@ -98,6 +97,28 @@ class BoosterState:
                     f"the state does not fit this booster (nothing was loaded): {why}; build "
                     f"the booster as it was saved. {err}") from err
             raise
+
+    def _rule_settings(self) -> tuple[Any, ...]:
+        """What :meth:`_adopt_earlier_rule` may change: restored when a load fails."""
+        return self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas")
+
+    def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
+        spec, betas = settings
+        if self.learners.optimizers[0].defaults.get("betas") != betas:
+            self.learners.adopt_betas(betas)
+        self.learners.optimizer_spec = spec
+
+    def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
+        """Resume a state as it was saved where it holds an earlier default rule's value of a
+        setting this booster took from today's rule: the default optimizer's betas
+        (:data:`~torchboost.boosters.default_lr.RULE_BETAS_BEFORE` before
+        :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS`). Whatever else differs is
+        refused by the configuration check that follows (and the adoption undone)."""
+        saved_betas = (saved.get("optimizer_defaults") or {}).get("betas")
+        if (self.learners.optimizer_spec.cls is DEFAULT_OPTIMIZER and saved_betas is not None
+                and tuple(saved_betas) == RULE_BETAS_BEFORE
+                and self.learners.optimizers[0].defaults.get("betas") == DEFAULT_BETAS):
+            self.learners.adopt_betas(RULE_BETAS_BEFORE)
 
     def _check_statistics(self) -> None:
         """Loaded running statistics must fit the loaded input shape and outputs (they are sized
@@ -131,11 +152,8 @@ class BoosterState:
             window = saved.get("stall_window")
             if window is not None and self.stall is not None:  # a monitoring setting, not the
                 self.stall.window = int(window)               # model: resume with the saved one
+            self._adopt_earlier_rule(saved)  # a state saved by an earlier default rule
             mine = self.config()
-            if (self.learners.optimizer_spec.cls is DEFAULT_OPTIMIZER
-                    and _differs_in_the_rules_betas_only(saved, mine)):  # resume as saved
-                self.learners.adopt_betas(RULE_BETAS_BEFORE)
-                mine = self.config()
             differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
                            f"{mine.get(key, '(none)')!r}"
                            for key in sorted(set(saved) | set(mine), key=str)
@@ -191,18 +209,3 @@ def _describe(value: Any) -> Any:
                   if not k.startswith("_") and k != "training" and (v is None or isinstance(
                       v, bool | int | float | str | tuple))}
     return {"class": type(value).__name__, **attributes}
-
-
-def _differs_in_the_rules_betas_only(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> bool:
-    """Whether ``saved`` is the configuration ``mine`` but for the optimizer's betas:
-    :data:`~torchboost.boosters.default_lr.RULE_BETAS_BEFORE` saved where ``mine`` has
-    :data:`~torchboost.boosters.default_lr.DEFAULT_BETAS` (the rule's before and now)."""
-    def split(config: Mapping[str, Any]) -> tuple[tuple[float, ...] | None, dict[str, Any]]:
-        defaults = dict(config.get("optimizer_defaults") or {})
-        value = defaults.pop("betas", None)
-        rest = {**config, "optimizer_defaults": defaults}
-        return (None if value is None else tuple(value)), rest
-
-    (saved_betas, saved_rest), (my_betas, my_rest) = split(saved), split(mine)
-    return (saved_betas == RULE_BETAS_BEFORE and my_betas == DEFAULT_BETAS
-            and saved_rest == my_rest)
