@@ -28,16 +28,20 @@ Targets = Literal["gradient", "newton"]
 DEFAULT_HESSIAN_FLOOR = 1e-2
 
 
-#: SGB's default step keeps the total step ``N · η`` of its N learners at most this:
-#: ``η = min(paper's η, STEP_BUDGET / N)``. A streaming round moves all N learners at once, each
-#: towards a residual the learners before it are still reducing, so the prediction moves up to
-#: N·η times as far as one learner does. With the paper's η (¼ for squared loss, ½ for Newton
-#: targets) one pass of 64 learners ended more than 10 % behind the best cap on three of six
-#: streams (keggundirected 5.5×) and of 128 on all six (keggundirected 611×). Of the
-#: caps 4, 6, 8 and 16, 6 had the smallest worst cell over streams, N = 8…128 and 1, 3 and 10
-#: passes (1.23 of the cell's best rule: kin40k, which prefers larger steps) and a geometric mean
-#: within 0.001 of the best (``experiments/step_budget.py``, six seeds; "Defaults" in the docs).
-#: Nothing changes up to N = 24 learners with squared loss and N = 12 with Newton targets.
+#: SGB's default step keeps the total step of its N learners, in units of the curvature of what
+#: they fit, at most this: ``N · η · β ≤ STEP_BUDGET`` with ``β`` the loss's smoothness for
+#: gradient targets and 1 for Newton targets (the curvature already scales them), i.e.
+#: ``η = min(paper's η, STEP_BUDGET / (β N))``: ``min(¼, 6/N)`` for squared loss, ``min(1, 24/N)``
+#: for logistic loss on gradient targets, ``min(½, 6/N)`` on Newton targets. A streaming round
+#: moves all N learners at once, each towards a residual the learners before it are still
+#: reducing, so the prediction moves up to N·η times as far as one learner does. With the paper's
+#: η (¼ for squared loss, ½ for Newton targets) one pass of 64 learners ended more than 10 %
+#: behind the best cap on three of six streams (keggundirected 5.5×) and of 128 on all six
+#: (keggundirected 611×). Of the caps 4, 6, 8 and 16, 6 had the smallest worst cell over
+#: streams, N = 8…128 and 1, 3 and 10 passes (1.23 of the cell's best rule: kin40k, which prefers
+#: larger steps) and a geometric mean within 0.002 of the best (cap 8's)
+#: (``experiments/step_budget.py``, six seeds, squared loss and Newton targets; "Defaults" in the
+#: docs). Nothing changes up to N = 24 learners on gradient targets and N = 12 on Newton targets.
 STEP_BUDGET = 6.0
 
 
@@ -49,7 +53,8 @@ class GradientBoosting(Booster):
     Args:
         step: the shrinkage ``η``; default ``1/(4β)`` for gradient targets (SGB's Thm. 5.1 with
             edge γ = 1), ``½`` for Newton targets (:meth:`paper_step`), capped at
-            ``step_budget / N`` where a subclass sets :attr:`step_budget` (:meth:`default_step`).
+            ``step_budget / (β N)`` where a subclass sets :attr:`step_budget`
+            (:meth:`default_step`).
         targets: ``"gradient"`` (default) or ``"newton"``.
         hessian_floor: the floor of the Hessian weights of Newton targets.
         Other arguments: see :class:`~torchboost.boosters.base.Booster`; without
@@ -59,7 +64,7 @@ class GradientBoosting(Booster):
 
     config_keys = ("step", "targets", "hessian_floor")
 
-    #: the cap on ``N · η`` of the default step (``None``: the paper's step for every N)
+    #: the cap on ``N · η · β`` of the default step (``None``: the paper's step for every N)
     step_budget: float | None = None
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
@@ -70,7 +75,7 @@ class GradientBoosting(Booster):
                 and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
             n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
                                              else 1)
-            newton_step = (self._within_budget(0.5, n) if step is None
+            newton_step = (self._within_budget(0.5, n, 1.0) if step is None
                            else positive_float("step", step))
             options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
         super().__init__(learners, loss, **options)
@@ -104,11 +109,15 @@ class GradientBoosting(Booster):
         return 1.0 / (4.0 * self.loss.smoothness)
 
     def default_step(self) -> float:
-        """:meth:`paper_step`, capped at :attr:`step_budget` ``/ N`` where one is set."""
-        return self._within_budget(self.paper_step(), self.n_learners)
+        """:meth:`paper_step`, capped where :attr:`step_budget` is set so that ``N · η · β`` is
+        at most it (``β``: the loss's smoothness for gradient targets, 1 for Newton targets)."""
+        smoothness = 1.0 if self.targets == "newton" else self.loss.smoothness
+        return self._within_budget(self.paper_step(), self.n_learners, smoothness)
 
-    def _within_budget(self, step: float, n_learners: int) -> float:
-        return step if self.step_budget is None else min(step, self.step_budget / n_learners)
+    def _within_budget(self, step: float, n_learners: int, smoothness: float) -> float:
+        if self.step_budget is None:
+            return step
+        return min(step, self.step_budget / (n_learners * smoothness))
 
     def _rule_settings(self) -> tuple[Any, ...]:
         return *super()._rule_settings(), self.step

@@ -52,12 +52,12 @@ class SGB(GradientBoosting):
             loss's smoothness ``β`` (squared loss: β = 1, η = ¼; logistic: β = ¼, η = 1;
             softmax: β = ½, η = ½). Newton targets are already scaled by the curvature, so
             their default is the full Newton step's half, ``η = ½``, for every loss. The
-            default is that ``η`` capped so that ``N · η`` is at most
-            :data:`~torchboost.boosters.gradient_boosting.STEP_BUDGET` = 6:
-            ``η = min(paper's, 6 / N)``, which changes nothing up to N = 24 learners with
-            squared loss and N = 12 with Newton targets (all N learners move at once in a
-            round; with the paper's η one pass of 64 learners ended more than 10 % behind on
-            three of six streams, of 128 on all six: ``experiments/step_budget.py``).
+            default is that ``η`` capped so that ``N · η · β`` is at most
+            :data:`~torchboost.boosters.gradient_boosting.STEP_BUDGET` = 6 (``β`` = 1 for
+            Newton targets): ``η = min(paper's, 6 / (β N))``, which changes nothing up to N = 24
+            learners on gradient targets and N = 12 on Newton targets (all N learners move at
+            once in a round; with the paper's η one pass of 64 learners ended more than 10 %
+            behind on three of six streams, of 128 on all six: ``experiments/step_budget.py``).
         targets: ``"gradient"`` (the paper, default) or ``"newton"``.
         hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
         step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
