@@ -131,3 +131,84 @@ def test_a_given_step_is_not_adopted_and_a_refused_load_keeps_the_capped_step():
         with pytest.raises(ValueError, match="nothing was loaded"):
             target.load_state_dict(state)
         assert (target.step, target.config()) == before
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SGB(_net, "absolute", n_learners=8, step=0.1),
+    lambda: SGB(_net, "hinge", n_learners=8, step=0.1),
+    lambda: StagewiseGB(_net, "absolute", n_learners=8, step=0.1)])
+def test_a_non_smooth_loss_with_its_step_loads_its_own_state(make):
+    """The paper's step is undefined for a non-smooth loss: the adoption never asks for it where
+    the step was given."""
+    booster = make()
+    x, y = _batches(3, classes=True)[0]
+    booster.learn(x, y * 2 - 1)
+    before = booster.state_dict()
+    booster.load_state_dict(before)
+    assert_same(booster.state_dict(), before)
+
+
+def test_a_refused_load_through_a_parent_module_changes_nothing():
+    """A parent module's load_state_dict reaches the booster's _load_from_state_dict directly:
+    a state refused there (hessian_floor differs) leaves the step, betas, output scale and
+    configuration as they were, and the message names what differs."""
+    def make(**options):
+        torch.manual_seed(0)
+        return SGB(lambda: nn.Linear(3, 1), "logistic", targets="newton", n_learners=64,
+                   **options)
+
+    old = make(step=0.5, optimizer_kwargs={"betas": (0.9, 0.999)}, hessian_floor=0.05)
+    old.learn(*_batches(3, classes=True)[0])
+    parent, saved = nn.ModuleDict({"b": make()}), nn.ModuleDict({"b": old})
+    booster = parent["b"]
+    before = (booster.step, booster.config(), booster.learners.optimizer_spec,
+              [g["lr"] for g in booster.learners.optimizers[0].param_groups])
+    with pytest.raises(ValueError, match="hessian_floor") as refused:
+        parent.load_state_dict(saved.state_dict())
+    assert "step" in str(refused.value) and "betas" in str(refused.value)
+    assert (booster.step, booster.config(), booster.learners.optimizer_spec,
+            [g["lr"] for g in booster.learners.optimizers[0].param_groups]) == before
+
+
+def test_an_output_scale_the_user_set_is_never_adopted():
+    def make(**options):
+        torch.manual_seed(0)
+        return SGB(lambda: nn.Linear(3, 1), "logistic", targets="newton", n_learners=64,
+                   **options)
+
+    batch = _batches(3, classes=True)[0]
+    old_default = make(step=0.5)  # the rule's scale for η = ½: 1/32
+    old_default.learn(*batch)
+    rule_off = make(step=0.5, lr_output_scale=1.0)  # the user turned the rule's slow-down off
+    rule_off.learn(*batch)
+    for target, state in ((make(lr_output_scale=0.3), old_default.state_dict()),
+                          (make(), rule_off.state_dict())):
+        before = (target.step, target.config())
+        with pytest.raises(ValueError, match="lr_output_scale"):
+            target.load_state_dict(state)
+        assert (target.step, target.config()) == before
+
+
+def test_a_booster_pickled_before_the_default_step_flag_loads_its_own_state():
+    booster = SGB(_net, n_learners=64)
+    booster.learn(*_batches(3)[0])
+    del booster.__dict__["_step_was_default"]  # as unpickled from a file saved before it
+    state = booster.state_dict()
+    booster.load_state_dict(state)
+    assert_same(booster.state_dict(), state)
+
+
+def test_a_refused_state_saved_in_loop_mode_leaves_an_auto_stacked_booster_stacked():
+    """An auto-stacked booster adopts a loop-mode state's mode only once nothing else differs:
+    StagewiseGB's state (loop) into SGB is refused for what really differs, and the booster
+    stays stacked and trains as before."""
+    torch.manual_seed(0)
+    stagewise = StagewiseGB(_net, n_learners=4)
+    stagewise.learn(*_batches(3)[0])
+    booster = SGB(_net, n_learners=4)
+    assert booster.learners.mode == "stacked" and stagewise.config()["mode"] == "loop"
+    with pytest.raises(ValueError, match="booster: saved 'StagewiseGB'") as refused:
+        booster.load_state_dict(stagewise.state_dict())
+    assert "mode" not in str(refused.value)
+    assert booster.learners.mode == "stacked"
+    booster.learn(*_batches(3)[1])

@@ -66,6 +66,9 @@ class GradientBoosting(Booster):
 
     #: the cap on ``N · η · β`` of the default step (``None``: the paper's step for every N)
     step_budget: float | None = None
+    #: whether the step is the default (boosters pickled before the flag existed: not known,
+    #: so a state saved under the uncapped default step is not adopted)
+    _step_was_default = False
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  targets: Targets = "gradient", hessian_floor: float = DEFAULT_HESSIAN_FLOOR,
@@ -128,18 +131,25 @@ class GradientBoosting(Booster):
 
     def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
         """Also the default step before :attr:`step_budget` capped it: a state saved with the
-        paper's step where this booster's default is capped resumes with the paper's step (and
-        the output layers' rate scale the default rule gave linear learners with it)."""
+        paper's step where this booster's default is capped resumes with the paper's step, and
+        with the output layers' rate scale the default rule gave linear learners with it (where
+        this booster's scale is the rule's for its own step)."""
         super()._adopt_earlier_rule(saved)
+        if not self._step_was_default or self.step_budget is None:
+            return  # a given step (any loss, smooth or not) is never replaced
         paper = self.paper_step()
-        if not (self._step_was_default and self.step != paper and saved.get("step") == paper):
+        if self.step == paper or saved.get("step") != paper:
             return
-        scale = saved.get("lr_output_scale", 1.0)
-        if scale not in (1.0, newton_output_scale(self.n_learners, paper)):
-            return  # not the rule's scale for the paper's step: refused as configured
+        newton = self.targets == "newton"
+        mine = self.learners.optimizer_spec.output_scale
+        theirs = saved.get("lr_output_scale", 1.0)
+        rule_scaled = newton and mine == newton_output_scale(self.n_learners, self.step) != 1.0
+        if not ((rule_scaled and theirs == newton_output_scale(self.n_learners, paper))
+                or mine == theirs == 1.0):
+            return  # a scale not the rule's (the user's): refused as configured
         self.step = paper
         self.learners.optimizer_spec = dataclasses.replace(self.learners.optimizer_spec,
-                                                           output_scale=float(scale))
+                                                           output_scale=float(theirs))
 
     def steps(self, n_learners: int) -> Tensor | float:
         """The steps ``η_i`` of the first ``n_learners`` learners: here one fixed ``η``."""

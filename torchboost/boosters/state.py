@@ -148,20 +148,30 @@ class BoosterState:
             saved = {**saved, "standardize": False}
             state_dict[prefix + "_extra_state"] = {**extra, "config": saved}
         if saved is not None:  # states saved before configurations were recorded have none
-            self.learners.adopt_mode(saved.get("mode", self.learners.mode))
+            # what resumes as saved: an auto-stacked container that fell back to the loop, the
+            # stall monitor's window (a monitoring setting, not the model), an earlier default
+            # rule; adopted only once nothing else differs, so that a refused state (also when
+            # a parent module's load_state_dict calls this directly) changes nothing
+            mode = self.learners.adoptable_mode(saved.get("mode", self.learners.mode))
             window = saved.get("stall_window")
-            if window is not None and self.stall is not None:  # a monitoring setting, not the
-                self.stall.window = int(window)               # model: resume with the saved one
-            self._adopt_earlier_rule(saved)  # a state saved by an earlier default rule
-            mine = self.config()
-            differences = [f"{key}: saved {saved.get(key, '(none)')!r}, this booster "
-                           f"{mine.get(key, '(none)')!r}"
-                           for key in sorted(set(saved) | set(mine), key=str)
-                           if saved.get(key) != mine.get(key)]
+            window = int(window) if window is not None and self.stall is not None else None
+
+            def adopted() -> dict[str, Any]:  # this configuration with mode and window adopted
+                return {**self.config(), "mode": mode,
+                        **({} if window is None else {"stall_window": window})}
+
+            rule = self._rule_settings()
+            self._adopt_earlier_rule(saved)
+            differences = _differences(saved, adopted())
             if differences:
+                self._restore_rule_settings(rule)
+                differences = _differences(saved, adopted())
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "
                                  "Differences: " + "; ".join(differences))
+            self.learners.adopt_mode(mode)
+            if window is not None:
+                self.stall.window = window
         features = prefix + "standardizer.features."
         if (isinstance(extra, dict) and "indicators" not in extra
                 and features + "mean" in state_dict and features + "off_01" not in state_dict):
@@ -196,6 +206,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(_plain(v) for v in value)
     return value
+
+
+def _differences(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> list[str]:
+    """Every setting in which two configurations differ, described for an error message."""
+    return [f"{key}: saved {saved.get(key, '(none)')!r}, this booster {mine.get(key, '(none)')!r}"
+            for key in sorted(set(saved) | set(mine), key=str) if saved.get(key) != mine.get(key)]
 
 
 def _describe(value: Any) -> Any:

@@ -81,8 +81,12 @@ class StackingProbe:
     def adopt_mode(self, mode: str) -> None:
         """Before loading a state saved in ``mode``: an auto-stacked container not yet probed
         takes the loop form when the saved one had fallen back to it."""
-        if mode == "loop" and self.mode == "stacked" and self._probe_pending:
+        if self.adoptable_mode(mode) != self.mode:
             self._fall_back(None)
+
+    def adoptable_mode(self, mode: str) -> str:
+        """The mode :meth:`adopt_mode` would leave for a state saved in ``mode``."""
+        return "loop" if mode == "loop" and self._probe_pending else self.mode
 
 
 def check_output(out: object, index: int | None) -> None:
