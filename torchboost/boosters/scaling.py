@@ -97,19 +97,20 @@ class RunningMoments(nn.Module):
         off_01 = None
         if self.off_01 is not None:
             # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
-            off_01 = (values * (values - 1)).abs().sum(dims).double()
+            off_01 = (values * (values - 1)).abs().sum(dims, dtype=torch.float64)
             if sync is not None:
                 sync.sum_([off_01])
             if self.started:
                 off_01 = off_01 + self.off_01
-        size = values[:, :1].numel()
+        size = values.numel() // max(values.shape[1], 1)  # rows (× positions): no tensor op
         # the batch's own moments: the mean in the values' precision, the squared deviations
         # summed in float64 (in float32 deviations of 1e18 squared overflow for a batch of 256
         # and would leave inf statistics for good; two passes: torch.var_mean over the batch
         # dimension is several times slower on CPU)
-        batch_mean = values.mean(dims, keepdim=True)
+        keep = values.ndim > 2  # (B, k) broadcasts against (k,) as it is
+        batch_mean = values.mean(dims, keepdim=keep)
         batch_sq_dev = (values - batch_mean).double().square().sum(dims)
-        batch_mean = batch_mean.reshape(-1).double()
+        batch_mean = (batch_mean.reshape(-1) if keep else batch_mean).double()
         # the batch size as a tensor only to be summed over the replicas
         n = (torch.full((1,), float(size), dtype=torch.float64, device=values.device)
              if sync is not None else None)
@@ -168,7 +169,7 @@ class RunningMoments(nn.Module):
         if stats.off_01 is None:
             return mean, scale
         indicator = stats.off_01 == 0
-        return torch.where(indicator, 0.0, mean), torch.where(indicator, 1.0, scale)
+        return mean.masked_fill(indicator, 0.0), scale.masked_fill(indicator, 1.0)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
@@ -242,17 +243,19 @@ def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
 
 
 def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
-    std = _std(count, sq_dev)
-    constant = (std <= CONSTANT_TOLERANCE * mean.abs()) | (std == 0)
-    return torch.where(constant, 1.0, std)
+    std = _std(count, sq_dev)  # ≥ 0, so a standard deviation of 0 is within the tolerance
+    return std.masked_fill(std <= CONSTANT_TOLERANCE * mean.abs(), 1.0)
 
 
 def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
     """``(values − mean) / scale`` along dimension 1, in the values' dtype (the statistics
     rounded to it: the difference of two nearby numbers is exact, so this keeps every digit
     the values have)."""
-    shape = (1, -1, *([1] * (values.ndim - 2)))
-    return (values - mean.to(values.dtype).view(shape)) / scale.to(values.dtype).view(shape)
+    mean, scale = mean.to(values.dtype), scale.to(values.dtype)
+    if values.ndim > 2:  # per channel (dimension 1); (B, k) broadcasts against (k,) as it is
+        shape = (1, -1, *([1] * (values.ndim - 2)))
+        mean, scale = mean.view(shape), scale.view(shape)
+    return (values - mean) / scale
 
 
 def _identity(y: Tensor) -> Tensor:
