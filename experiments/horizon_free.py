@@ -145,13 +145,22 @@ def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[
     options = booster_options(method, method["passes"] * math.ceil(len(ds.y_train) / batch))
     booster = SGB(factory, loss, n_learners=N_LEARNERS, n_outputs=outputs, stall_window=None,
                   targets="newton" if loss != "squared" else "gradient", **options)
+    return {"stream": stream, "seed": seed, **method,
+            **stream_passes(booster, ds, method["passes"], method["read"], batch, seed)}
+
+
+def stream_passes(booster: SGB, ds: Any, passes: int, read: list[int], batch: int,
+                  seed: int) -> dict[str, Any]:
+    """Train ``booster`` on ``passes`` passes over ``ds``'s training rows in batches, each pass
+    in an order drawn from ``seed``; the held-out metric (test MSE, or the error rate) after
+    each pass in ``read`` (``pass<p>``) and the ``seconds`` it all took."""
     order = torch.Generator().manual_seed(1 + 1000 * seed)
-    row: dict[str, Any] = {"stream": stream, "seed": seed, **method}
+    row: dict[str, Any] = {}
     start = time.perf_counter()
-    for p in range(1, method["passes"] + 1):
+    for p in range(1, passes + 1):
         for rows in torch.randperm(len(ds.y_train), generator=order).split(batch):
             booster.learn(ds.x_train[rows], ds.y_train[rows])
-        if p in method["read"]:
+        if p in read:
             prediction = booster.predict(ds.x_test)
             if ds.task == "regression":
                 value = float((prediction.double().flatten() - ds.y_test).square().mean())

@@ -32,7 +32,6 @@ import math
 import multiprocessing
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
-from horizon_free import PASSES, write_merged
+from horizon_free import PASSES, stream_passes, write_merged
 
 from torchboost import SGB
 from torchboost.boosters.gradient_boosting import STEP_BUDGET
@@ -80,21 +79,8 @@ def run(stream: str, n: int, step: float, seed: int, max_train: int) -> dict[str
     torch.manual_seed(seed)
     booster = SGB(learner.factory(ds, 1), loss, n_learners=n, step=step, stall_window=None,
                   targets="newton" if loss != "squared" else "gradient")
-    order = torch.Generator().manual_seed(1 + 1000 * seed)
-    row: dict[str, Any] = {"stream": stream, "loss": loss, "n": n, "step": step, "seed": seed}
-    start = time.perf_counter()
-    for p in range(1, max(PASSES) + 1):
-        for rows in torch.randperm(len(ds.y_train), generator=order).split(BATCH):
-            booster.learn(ds.x_train[rows], ds.y_train[rows])
-        if p in PASSES:
-            prediction = booster.predict(ds.x_test)
-            if ds.task == "regression":
-                value = float((prediction.double().flatten() - ds.y_test).square().mean())
-            else:
-                value = booster.score(prediction, ds.y_test)["error"]
-            row[f"pass{p}"] = value if math.isfinite(value) else float("inf")
-    row["seconds"] = time.perf_counter() - start
-    return row
+    return {"stream": stream, "loss": loss, "n": n, "step": step, "seed": seed,
+            **stream_passes(booster, ds, max(PASSES), list(PASSES), BATCH, seed)}
 
 
 def _job(args: tuple[str, int, float, int, int]) -> dict[str, Any]:
