@@ -150,10 +150,11 @@ def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[
 
 
 def stream_passes(booster: SGB, ds: Any, passes: int, read: list[int], batch: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, power: int = 2) -> dict[str, Any]:
     """Train ``booster`` on ``passes`` passes over ``ds``'s training rows in batches, each pass
-    in an order drawn from ``seed``; the held-out metric (test MSE, or the error rate) after
-    each pass in ``read`` (``pass<p>``) and the ``seconds`` it all took."""
+    in an order drawn from ``seed``; the held-out metric (test MSE, or with ``power=1`` the
+    mean absolute error; the error rate for classifiers) after each pass in ``read``
+    (``pass<p>``) and the ``seconds`` it all took."""
     order = torch.Generator().manual_seed(1 + 1000 * seed)
     row: dict[str, Any] = {}
     start = time.perf_counter()
@@ -163,7 +164,8 @@ def stream_passes(booster: SGB, ds: Any, passes: int, read: list[int], batch: in
         if p in read:
             prediction = booster.predict(ds.x_test)
             if ds.task == "regression":
-                value = float((prediction.double().flatten() - ds.y_test).square().mean())
+                value = float((prediction.double().flatten() - ds.y_test).abs().pow(power)
+                              .mean())
             else:
                 value = booster.score(prediction, ds.y_test)["error"]
             row[f"pass{p}"] = value if math.isfinite(value) else float("inf")

@@ -2,8 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
 import torch
 from torch import nn
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@contextlib.contextmanager
+def imported_experiment(monkeypatch: Any, name: str) -> Iterator[ModuleType]:
+    """``experiments/<name>.py`` imported as a module; afterwards it and the experiment modules
+    it imported are forgotten, so that the next test imports them afresh."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    before = set(sys.modules)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        for module in set(sys.modules) - before:
+            if str(EXPERIMENTS) in str(getattr(sys.modules[module], "__file__", "")):
+                del sys.modules[module]
 
 
 def linear_learners(weights: list[list[float]]) -> list[nn.Module]:

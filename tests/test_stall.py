@@ -283,3 +283,66 @@ def test_the_stall_hint_names_each_boosters_own_steps():
     assert StagewiseGB(learner, n_learners=2, step=0.2)._stall_hint().endswith(", step η=0.2")
     assert OGB(learner, n_learners=4, step=0.5)._stall_hint().endswith(", step η=0.5")
     assert "step" not in SingleLearner(learner)._stall_hint()
+
+
+def test_residual_sgb_is_judged_on_its_averaged_anytime_predictions():
+    """ResidualSGB predicts the average of y^0..y^k (Alg. 2 line 8): the monitor judges exactly
+    the predictions predict(x, n_learners=k) makes."""
+    from torchboost import ResidualSGB
+
+    torch.manual_seed(0)
+    booster = ResidualSGB(lambda: TwoLayerNet(5, 8), n_learners=4)
+    partials = booster.partial_sums(torch.randn(4, 7, 1), torch.zeros(7, 1))
+    anytime = booster.anytime_predictions(partials)
+    for k in range(5):
+        assert torch.allclose(anytime[k], partials[:k + 1].mean(0), atol=1e-6)
+    assert booster._stall_hint().endswith("each learner's target carries the residuals of all "
+                                          "learners before it)")
+
+
+def _residual_sgb_on_abalone(n: int) -> tuple[list, float]:
+    from torchboost import ResidualSGB
+    from torchboost.data import load_abalone
+    from torchboost.harness import DATASETS, LearnerConfig
+
+    ds = load_abalone()
+    torch.manual_seed(0)
+    booster = ResidualSGB(LearnerConfig(**DATASETS["abalone"].learner).factory(ds, 1),
+                          n_learners=n)
+    caught = []
+    order = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        rows = torch.randperm(len(ds.y_train), generator=order)
+        caught += stream(booster, ds.x_train[rows], ds.y_train[rows])
+    error = float((booster.predict(ds.x_test).flatten() - ds.y_test).abs().mean())
+    return caught, error
+
+
+def test_residual_sgb_whose_carried_residuals_run_away_warns_and_a_learning_one_does_not():
+    """Abalone, L1 loss, three passes: 64 learners' carried residuals blow the partial sums up
+    (test MAE 12.6 where 8 learners reach 1.7), which used to pass silently; now it warns."""
+    caught, error = _residual_sgb_on_abalone(64)
+    assert error > 4.0 and len(caught) == 1, error
+    assert "strong_convexity" in str(caught[0].message)
+    caught, error = _residual_sgb_on_abalone(8)
+    assert error < 2.0 and caught == [], error
+
+
+def test_a_residual_sgb_state_saved_before_it_was_monitored_loads_and_trains_on():
+    """ResidualSGB had no monitor before (its configuration saved ``stall_window: None``): such a
+    state loads into today's booster, whose monitor starts afresh, and the model trains on
+    exactly as the saved one does."""
+    from torchboost import ResidualSGB
+
+    def make(**options):
+        torch.manual_seed(0)
+        return ResidualSGB(lambda: TwoLayerNet(5, 8), n_learners=3, **options)
+
+    old = make(stall_window=None)
+    stream(old, X[:320], Y[:320])
+    resumed = make()
+    resumed.load_state_dict(old.state_dict())
+    assert resumed.stall is not None and resumed.stall.seen == 0
+    stream(old, X[320:640], Y[320:640]), stream(resumed, X[320:640], Y[320:640])
+    for a, b in zip(old.learners.parameters(), resumed.learners.parameters(), strict=True):
+        assert torch.equal(a, b)

@@ -3,26 +3,18 @@ run, and the summary's ratios to each cell's best rule, by hand."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from boost_helpers import imported_experiment
 
 from torchboost import SGB
 from torchboost.boosters.gradient_boosting import STEP_BUDGET
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-
 
 @pytest.fixture
 def step_budget(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    import step_budget
-
-    yield step_budget
-    for name in ("step_budget", "horizon_free", "defaults"):
-        sys.modules.pop(name, None)
+    with imported_experiment(monkeypatch, "step_budget") as module:
+        yield module
 
 
 def test_the_rules_steps_and_the_librarys_default_among_them(step_budget):

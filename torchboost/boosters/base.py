@@ -196,9 +196,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
     _round_labels: Tensor | None = None
 
 
-    #: whether the stall monitor applies: the prediction is the last of the partial sums
-    #: ``y^0..y^N`` a round computes for all learners (not for ResidualSGB's average, nor for
-    #: StagewiseGB's one stage at a time)
+    #: whether the stall monitor applies: a round computes every anytime prediction
+    #: (:meth:`anytime_predictions`) for all learners (not StagewiseGB's one stage at a time)
     monitors_stall = True
     #: whether ``chained=True`` applies (:mod:`~torchboost.learners.chained`): not for one
     #: learner, nor for OGB's learners (wrapped in ``BoundedOutput``)
@@ -233,6 +232,12 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
     def combine(self, partials: Tensor) -> Tensor:
         """The booster's prediction from its partial sums (default: the last one, ``y^k``)."""
         return partials[-1]
+
+    def anytime_predictions(self, partials: Tensor) -> Tensor:
+        """The prediction of the first ``k`` learners for every ``k``, ``(N + 1, B, m)``: what
+        :meth:`combine` makes of ``partials[:k + 1]`` (default: the partial sums themselves);
+        the stall monitor judges these."""
+        return partials
 
     @abstractmethod
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
@@ -294,8 +299,9 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             self.learners.step_schedules(plan.index)
             if self.stall is not None:  # a warning made an error (-W error) rolls back too
                 with self.stall.all_or_nothing():
-                    symptoms = self.stall.update(plan.partials, z, self.sync,
-                                                 self._round_size, self.learners.parameters)
+                    symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
+                                                 self.sync, self._round_size,
+                                                 self.learners.parameters)
                     if symptoms:  # the hint reads the steps: only for a warning
                         self.stall.warn(symptoms, self._stall_hint())
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)

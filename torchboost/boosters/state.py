@@ -155,10 +155,14 @@ class BoosterState:
             mode = self.learners.adoptable_mode(saved.get("mode", self.learners.mode))
             window = saved.get("stall_window")
             window = int(window) if window is not None and self.stall is not None else None
+            # saved without a monitor (ResidualSGB had none before; stall_window=None): this
+            # booster's monitor starts afresh (the stall entries are filled in below)
+            unmonitored = "stall_window" in saved and saved["stall_window"] is None
 
             def adopted() -> dict[str, Any]:  # this configuration with mode and window adopted
                 return {**self.config(), "mode": mode,
-                        **({} if window is None else {"stall_window": window})}
+                        **({} if window is None else {"stall_window": window}),
+                        **({"stall_window": None} if unmonitored else {})}
 
             rule = self._rule_settings()
             self._adopt_earlier_rule(saved)
