@@ -183,8 +183,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         self._round_size = 0
         #: every round is all or nothing (:mod:`torchboost.boosters.transaction`)
         self._transaction = RoundTransaction()
-        #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`); for
-        #: boosters that predict their last partial sum, with ``stall_window`` examples a window
+        #: warns once when the booster is not learning (:mod:`torchboost.boosters.stall`), judging
+        #: its anytime predictions (:meth:`anytime_predictions`), ``stall_window`` examples a window
         self.stall = (StallMonitor(self.loss, n, self.out_dim, stall_window,
                                    metric=self.stall_metric)
                       if stall_window is not None and self.monitors_stall else None)

@@ -3,10 +3,12 @@
 After a warm-up of ``window`` examples (an ensemble of untrained learners starts worse than a
 constant), over consecutive windows of ``window`` examples (default 2000: a stream of 6,000
 examples can already be judged) :class:`StallMonitor` sums the
-progressive (test-then-train) loss of every anytime prediction ``y^0..y^N`` of the rounds and
+progressive (test-then-train) loss of every anytime prediction ``y^0..y^N`` of the rounds (the
+partial sums; ResidualSGB's averages of them: ``Booster.anytime_predictions``) and
 the loss of the best constant prediction known before each round (the loss's
 :meth:`~torchboost.losses.Loss.best_constant` of the running label statistics: the label mean for
-squared loss, the class frequencies for softmax). At the end of each window it checks two symptoms:
+squared loss, the class frequencies for softmax). At the end of each window it checks three
+symptoms:
 
 * ``not_beating_constant`` — the booster's prediction ``y^N`` did no better over the window than
   the best constant, and no better than over the window before (a slow start that is getting
