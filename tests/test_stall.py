@@ -296,8 +296,14 @@ def test_residual_sgb_is_judged_on_its_averaged_anytime_predictions():
     anytime = booster.anytime_predictions(partials)
     for k in range(5):
         assert torch.allclose(anytime[k], partials[:k + 1].mean(0), atol=1e-6)
-    assert booster._stall_hint().endswith("each learner's target carries the residuals of all "
-                                          "learners before it)")
+    assert booster._stall_hint().endswith("with λ=1; a larger strong_convexity λ takes smaller "
+                                          "steps, and fewer learners or a domain that bounds the "
+                                          "partial sums help too, since each learner's target "
+                                          "carries the residuals of all learners before it")
+    one = ResidualSGB(lambda: TwoLayerNet(5, 8), n_learners=1, strong_convexity=2.0)
+    assert "steps η_i = 1/(λ i) with λ=2;" in one._stall_hint()  # the schedule, even for N = 1
+    constant = ResidualSGB(lambda: TwoLayerNet(5, 8), n_learners=3, step=0.3)
+    assert constant._stall_hint().endswith(", step η=0.3")
 
 
 def _residual_sgb_on_abalone(n: int) -> tuple[list, float]:
@@ -343,6 +349,11 @@ def test_a_residual_sgb_state_saved_before_it_was_monitored_loads_and_trains_on(
     resumed = make()
     resumed.load_state_dict(old.state_dict())
     assert resumed.stall is not None and resumed.stall.seen == 0
+    trained = make()  # a booster whose own monitor has a history: it does not keep it
+    stream(trained, X[:2560] * 0, Y[:2560] * 0 + 1)
+    assert trained.stall.seen == 2560
+    trained.load_state_dict(old.state_dict())
+    assert trained.stall.seen == 0 and not trained.stall.flagged.any()
     stream(old, X[320:640], Y[320:640]), stream(resumed, X[320:640], Y[320:640])
     for a, b in zip(old.learners.parameters(), resumed.learners.parameters(), strict=True):
         assert torch.equal(a, b)

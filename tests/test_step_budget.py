@@ -212,3 +212,19 @@ def test_a_refused_state_saved_in_loop_mode_leaves_an_auto_stacked_booster_stack
     assert "mode" not in str(refused.value)
     assert booster.learners.mode == "stacked"
     booster.learn(*_batches(3)[1])
+
+
+def test_a_failed_load_after_adopting_the_loop_mode_leaves_the_booster_stacked_and_learning():
+    """A fresh auto-stacked booster adopts a loop-mode state's mode before torch finds that its
+    learners have another size: the refusal names the real cause, and the booster is stacked,
+    unchanged and learns as before."""
+    torch.manual_seed(0)
+    saved = SGB(lambda: TwoLayerNet(3, 8), n_learners=4, mode="loop")
+    saved.learn(*_batches(3)[0])
+    booster = SGB(_net, n_learners=4)
+    before = booster.state_dict()
+    with pytest.raises(ValueError, match=r"nothing was loaded.*other shapes"):
+        booster.load_state_dict(saved.state_dict())
+    assert booster.learners.mode == "stacked"
+    assert_same(booster.state_dict(), before)
+    booster.learn(*_batches(3)[1])

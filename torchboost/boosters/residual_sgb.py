@@ -42,6 +42,8 @@ class ResidualSGB(Booster):
     """
 
     config_keys = ("steps", "domain")
+    #: the ``λ`` of the steps ``1/(λ i)`` (``None``: a constant step)
+    schedule_lambda: float | None = None
 
     def __init__(self, learners: Any, loss: Any = "absolute", *,
                  domain: Projection | None = None, step: float | None = None,
@@ -60,6 +62,7 @@ class ResidualSGB(Booster):
         steps = torch.full_like(index, float(step)) if step is not None else 1.0 / (lam * index)
         self.register_buffer("steps", steps)
         self.domain = domain
+        self.schedule_lambda = lam if step is None else None
 
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         """Alg. 2 line 6, sequentially: ``y^i = Π_Y(y^{i−1} − η_i h_i)``."""
@@ -80,13 +83,12 @@ class ResidualSGB(Booster):
         return partials.cumsum(0) / count.view(-1, *([1] * (partials.ndim - 1)))
 
     def _stall_hint(self) -> str:
-        steps = self.steps
-        if bool((steps == steps[0]).all()):
-            return super()._stall_hint() + f", step η={float(steps[0]):g}"
-        return (super()._stall_hint() + f", steps η_i = 1/(λ i) with λ={1 / float(steps[0]):g} "
-                "(a larger strong_convexity λ takes smaller steps; fewer learners, or a domain "
-                "that bounds the partial sums, also help: each learner's target carries the "
-                "residuals of all learners before it)")
+        if self.schedule_lambda is None:
+            return super()._stall_hint() + f", step η={float(self.steps[0]):g}"
+        return (super()._stall_hint() + f", steps η_i = 1/(λ i) with λ={self.schedule_lambda:g}"
+                "; a larger strong_convexity λ takes smaller steps, and fewer learners or a "
+                "domain that bounds the partial sums help too, since each learner's target "
+                "carries the residuals of all learners before it")
 
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:
         """Alg. 2 lines 12–14: ``target_i = Δ_{i−1} + ∂ℓ(y^{i−1})`` with

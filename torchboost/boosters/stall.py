@@ -261,7 +261,8 @@ class StallMonitor(nn.Module):
                     f"{self.metric} {final:.4g} is no better than the best constant prediction's "
                     f"{constant:.4g}: its learners learn too slowly or diverge. Try another "
                     f"learning rate or step ({hint}; larger if the loss is flat, smaller if "
-                    "it grows), or targets='newton' for a classification loss")
+                    "it grows)" + (", or targets='newton' for a classification loss"
+                                   if self.loss.has_hessian else ""))
         best = int(anytime[:-1].argmin())
         fewer = ("the initial prediction y^0 alone (no learner)" if best == 0
                  else f"the first {best} learner(s) alone")

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from torchboost.boosters.default_lr import DEFAULT_BETAS, RULE_BETAS_BEFORE
+from torchboost.boosters.stall import StallMonitor
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import describe_schedulers
 from torchboost.protocol import counters, load_counters
@@ -99,11 +100,17 @@ class BoosterState:
             raise
 
     def _rule_settings(self) -> tuple[Any, ...]:
-        """What :meth:`_adopt_earlier_rule` may change: restored when a load fails."""
-        return self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas")
+        """What loading may adopt from a state (:meth:`_adopt_earlier_rule`, the learners'
+        loop mode, the stall window): restored when the load fails."""
+        return (self.learners.mode_settings(),
+                None if self.stall is None else self.stall.window,
+                self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas"))
 
     def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
-        spec, betas = settings
+        mode, window, spec, betas = settings
+        self.learners.restore_mode(mode)
+        if self.stall is not None:
+            self.stall.window = window
         if self.learners.optimizers[0].defaults.get("betas") != betas:
             self.learners.adopt_betas(betas)
         self.learners.optimizer_spec = spec
@@ -183,9 +190,12 @@ class BoosterState:
             state_dict[features + "off_01"] = torch.ones_like(state_dict[features + "mean"])
         stall = prefix + "stall."
         if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
-            # saved before the monitor existed: it starts afresh (its sums are not the model's)
-            state_dict.update({stall + key: value
-                               for key, value in self.stall.state_dict().items()})
+            # saved without a monitor: it starts afresh (its sums are not the model's)
+            fresh = StallMonitor(self.loss, self.n_learners, self.out_dim, self.stall.window,
+                                 self.stall.tolerance, self.stall.metric)
+            state_dict.update({stall + key: value.to(self.stall.partial_loss.device)
+                               if torch.is_tensor(value) else value
+                               for key, value in fresh.state_dict().items()})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ input and falls back to the loop, once, with a warning naming the reason."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -87,6 +88,15 @@ class StackingProbe:
     def adoptable_mode(self, mode: str) -> str:
         """The mode :meth:`adopt_mode` would leave for a state saved in ``mode``."""
         return "loop" if mode == "loop" and self._probe_pending else self.mode
+
+    def mode_settings(self) -> tuple[Any, ...]:
+        """What :meth:`adopt_mode` changes (the engine, its schedulers, the mode, the pending
+        probe), for :meth:`restore_mode` to put back when a load fails after adopting."""
+        return self.engine, self.schedulers, self.mode, self._probe_pending
+
+    def restore_mode(self, settings: tuple[Any, ...]) -> None:
+        if settings[0] is not self.engine:
+            self.engine, self.schedulers, self.mode, self._probe_pending = settings
 
 
 def check_output(out: object, index: int | None) -> None:
