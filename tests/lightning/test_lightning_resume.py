@@ -171,3 +171,29 @@ def test_lightning_resume_refuses_an_inexact_stream(loader, reason, regression, 
         fit([saver, CrashAt(8)], enable_checkpointing=True)
     with pytest.raises(RuntimeError, match=reason):
         fit(ckpt_path=tmp_path / "last.ckpt")
+
+
+def test_a_checkpoint_that_does_not_fit_changes_nothing():
+    """The module loads its booster all or nothing: a checkpoint of learners of another width
+    (refused only by torch's copy, after the booster's configuration check passed) raises and
+    leaves the booster exactly as it was; a fitting one loads bit for bit, with torch's version
+    metadata, and an entry that is not the booster's is refused."""
+    from torchboost import SGB, TwoLayerNet
+    from torchboost.testing import assert_same
+
+    def module(width):
+        torch.manual_seed(0)
+        booster = SGB(lambda: TwoLayerNet(3, width), n_learners=3)
+        booster.learn(torch.randn(16, 3), torch.randn(16))
+        return StreamingBoosterModule(booster)
+
+    target, wider, same = module(4), module(8), module(4)
+    same.booster.learn(torch.randn(16, 3), torch.randn(16))
+    before = target.state_dict()
+    with pytest.raises(ValueError, match="nothing was loaded"):
+        target.load_state_dict(wider.state_dict())
+    assert_same(target.state_dict(), before)
+    target.load_state_dict(same.state_dict())
+    assert_same(target.state_dict(), same.state_dict())
+    with pytest.raises(RuntimeError, match="unexpected key"):
+        target.load_state_dict({**same.state_dict(), "head.weight": torch.ones(1)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -179,6 +180,26 @@ class StreamingBoosterModule(pl.LightningModule):
             object.__setattr__(self, name, value)
         else:
             super().__setattr__(name, value)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> Any:
+        """The checkpoint's ``booster.`` entries through the booster's own ``load_state_dict``,
+        which loads all or nothing (a checkpoint that does not fit, of learners of another size
+        say, raises and changes nothing, where ``nn.Module``'s would have loaded part of it);
+        any other entry is refused under ``strict``, as torch refuses it."""
+        prefix = "booster."
+        other = [key for key in state_dict if not key.startswith(prefix)]
+        if other and strict:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                               f"unexpected key(s) in state_dict: {other}")
+        own = OrderedDict((key[len(prefix):], value) for key, value in state_dict.items()
+                          if key.startswith(prefix))
+        metadata = getattr(state_dict, "_metadata", None)
+        if metadata is not None:  # module versions, keyed by module prefix: the booster's own
+            own._metadata = {key[len(prefix):] if key.startswith(prefix) else "": value  # type: ignore[attr-defined]
+                             for key, value in metadata.items()
+                             if key.startswith(prefix) or key == prefix[:-1]}
+        return self.booster.load_state_dict(own, strict=strict, assign=assign)
 
     def forward(self, x: Tensor) -> Tensor:
         """The booster's prediction with all its learners."""
