@@ -161,3 +161,21 @@ def test_the_estimators_offer_a_booster_registered_after_their_import():
     finally:
         del BOOSTERS[spec.name]
     assert "late_sgb_test" not in OFFERED
+
+
+def test_the_checks_catch_a_combine_without_its_anytime_predictions() -> None:
+    """A booster predicting the average of its partial sums (as ResidualSGB does) that keeps
+    the default anytime predictions would have the stall monitor judge predictions it never
+    makes: check_anytime_predictions_match_combine names it."""
+    from torchboost.testing import check_anytime_predictions_match_combine
+
+    class AveragingSGB(SGB):
+        def combine(self, partials: torch.Tensor) -> torch.Tensor:
+            return partials.mean(0)
+
+    spec = _register("averaging_sgb_test", AveragingSGB)
+    try:
+        with pytest.raises(AssertionError, match="must override anytime_predictions"):
+            check_anytime_predictions_match_combine(spec)
+    finally:
+        del BOOSTERS["averaging_sgb_test"]

@@ -26,6 +26,8 @@ Adam at 0.05, seeded) and streams a few seeded batches of 16 rows (real labels f
   ``config_keys`` that save them with the state;
 * :func:`check_export_equals_predict` — ``export()`` equals ``predict`` (all learners and the
   first), or refuses with a ``ValueError`` for a booster without ``combination_weights``;
+* :func:`check_anytime_predictions_match_combine` — what the stall monitor judges is the
+  prediction of the first ``k`` learners for every ``k`` (``combine`` of the partial sums);
 * :func:`check_raise_anywhere_restores_everything` — whatever raises in a round (the learners'
   forward, their objective, backward, after the optimizer step, ``after_step``, the schedule;
   ``KeyboardInterrupt`` too, :func:`raise_in_round`), the booster is bitwise as it was and its
@@ -50,6 +52,7 @@ __all__ = [
     "CHECKS",
     "ROUND_POINTS",
     "assert_same",
+    "check_anytime_predictions_match_combine",
     "check_bad_input_changes_nothing",
     "check_booster",
     "check_export_equals_predict",
@@ -303,6 +306,23 @@ class _Injected(Exception):
     """The failure :func:`raise_in_round` injects (or KeyboardInterrupt)."""
 
 
+def check_anytime_predictions_match_combine(spec: BoosterSpec) -> None:
+    """What the stall monitor judges (``anytime_predictions``) is, for every ``k``, the
+    prediction of the first ``k`` learners (``combine`` of the partial sums up to ``y^k``): a
+    booster that overrides ``combine`` overrides ``anytime_predictions`` too."""
+    booster = example_booster(spec)
+    if not booster.monitors_stall:
+        return
+    g = torch.Generator().manual_seed(0)
+    partials = torch.randn(booster.n_learners + 1, _BATCH, booster.out_dim, generator=g)
+    anytime = booster.anytime_predictions(partials)
+    for k in range(booster.n_learners + 1):
+        assert torch.allclose(anytime[k], booster.combine(partials[:k + 1]), atol=1e-6), (
+            f"{spec.name}: anytime_predictions(partials)[{k}] is not combine(partials[:{k + 1}]):"
+            " a booster that overrides combine must override anytime_predictions (the "
+            "prediction of the first k learners for every k, which the stall monitor judges)")
+
+
 def raise_in_round(booster: Booster, point: str, interrupt: bool = False) -> Callable[[], None]:
     """Make the next rounds of ``booster`` raise at ``point`` (:data:`ROUND_POINTS`; a
     ``KeyboardInterrupt`` with ``interrupt``): the learners' forward, the learners' objective,
@@ -412,7 +432,7 @@ CHECKS: tuple[Callable[[BoosterSpec], None], ...] = (
     check_failed_round_restores_everything, check_state_dict_resumes_exactly,
     check_schedule_steps_once_per_round, check_seeded_runs_are_identical,
     check_options_are_recorded, check_export_equals_predict,
-    check_raise_anywhere_restores_everything)
+    check_anytime_predictions_match_combine, check_raise_anywhere_restores_everything)
 
 
 def check_booster(spec: BoosterSpec) -> None:
