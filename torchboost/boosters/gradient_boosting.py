@@ -118,6 +118,7 @@ class GradientBoosting(Booster):
         return self._within_budget(self.paper_step(), self.n_learners, smoothness)
 
     def _within_budget(self, step: float, n_learners: int, smoothness: float) -> float:
+        """``step`` capped at :attr:`step_budget` ``/ (β N)`` (as it is without a budget)."""
         if self.step_budget is None:
             return step
         return min(step, self.step_budget / (n_learners * smoothness))

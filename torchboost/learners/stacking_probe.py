@@ -95,6 +95,7 @@ class StackingProbe:
         return self.engine, self.schedulers, self.mode, self._probe_pending
 
     def restore_mode(self, settings: tuple[Any, ...]) -> None:
+        """Put back what :meth:`mode_settings` returned (nothing to do if the mode was kept)."""
         if settings[0] is not self.engine:
             self.engine, self.schedulers, self.mode, self._probe_pending = settings
 
