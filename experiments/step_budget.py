@@ -42,8 +42,9 @@ from defaults import load
 from horizon_free import PASSES, stream_passes, write_merged
 
 from torchboost import SGB
-from torchboost.boosters.gradient_boosting import STEP_BUDGET
+from torchboost.boosters.gradient_boosting import STEP_BUDGET, paper_step
 from torchboost.harness.plotting import save_figure
+from torchboost.losses import get_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "step_budget"
@@ -59,16 +60,10 @@ def rule_name(cap: float | None) -> str:
     return "paper" if cap is None else f"cap{cap:g}"
 
 
-def paper_step(loss: str) -> float:
-    """The paper's η for ``loss`` as SGB sets it with one learner (no cap applies at N = 1)."""
-    newton = loss != "squared"
-    return SGB(lambda: torch.nn.Linear(1, 1), loss, n_learners=1,
-               targets="newton" if newton else "gradient").step
-
-
 def step_for(loss: str, n: int, cap: float | None) -> float:
-    """The step of rule ``cap`` for ``n`` learners on ``loss``."""
-    paper = paper_step(loss)
+    """The step of rule ``cap`` for ``n`` learners on ``loss`` (Newton targets for any loss
+    but squared, as :func:`run` trains)."""
+    paper = paper_step(get_loss(loss), "gradient" if loss == "squared" else "newton")
     return paper if cap is None else min(paper, cap / n)
 
 

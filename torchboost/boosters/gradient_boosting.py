@@ -16,9 +16,10 @@ from torch import Tensor
 
 from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
+from torchboost.losses import Loss
 from torchboost.params import positive_float
 
-__all__ = ["DEFAULT_HESSIAN_FLOOR", "STEP_BUDGET", "GradientBoosting", "Targets"]
+__all__ = ["DEFAULT_HESSIAN_FLOOR", "STEP_BUDGET", "GradientBoosting", "Targets", "paper_step"]
 
 Targets = Literal["gradient", "newton"]
 
@@ -43,6 +44,17 @@ DEFAULT_HESSIAN_FLOOR = 1e-2
 #: (``experiments/step_budget.py``, six seeds, squared loss and Newton targets; "Defaults" in the
 #: docs). Nothing changes up to N = 24 learners on gradient targets and N = 12 on Newton targets.
 STEP_BUDGET = 6.0
+
+
+def paper_step(loss: Loss, targets: Targets = "gradient") -> float:
+    """``1/(4β)`` for gradient targets (SGB's Thm. 5.1 with edge γ = 1), ``½`` for Newton
+    targets, whatever the number of learners."""
+    if targets == "newton":
+        return 0.5
+    if not math.isfinite(loss.smoothness):
+        raise ValueError(f"{loss.name} loss is not smooth; pass step= explicitly or "
+                         "use ResidualSGB (Alg. 2) for non-smooth losses")
+    return 1.0 / (4.0 * loss.smoothness)
 
 
 class GradientBoosting(Booster):
@@ -103,13 +115,8 @@ class GradientBoosting(Booster):
         return super()._stall_hint() + f", learned steps η in [{low:.3g}, {high:.3g}]"
 
     def paper_step(self) -> float:
-        """``1/(4β)`` for gradient targets (Thm. 5.1, γ = 1), ``½`` for Newton targets."""
-        if self.targets == "newton":
-            return 0.5
-        if not math.isfinite(self.loss.smoothness):
-            raise ValueError(f"{self.loss.name} loss is not smooth; pass step= explicitly or "
-                             "use ResidualSGB (Alg. 2) for non-smooth losses")
-        return 1.0 / (4.0 * self.loss.smoothness)
+        """The paper's step for this loss and these targets (:func:`paper_step`)."""
+        return paper_step(self.loss, self.targets)
 
     def default_step(self) -> float:
         """:meth:`paper_step`, capped where :attr:`step_budget` is set so that ``N · η · β`` is

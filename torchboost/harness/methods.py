@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
+from torchboost.boosters.gradient_boosting import paper_step
 from torchboost.learners.schedules import LRSchedulerFactory
+from torchboost.losses import get_loss
 from torchboost.registries import add
 
 __all__ = ["METHODS", "MethodInputs", "MethodSpec", "register_method", "streaming_variants"]
@@ -71,10 +73,15 @@ def streaming_variants() -> tuple[str, ...]:
 
 
 def _sgb(i: MethodInputs, **options: Any) -> SGB:
+    """An SGB variant at the configuration's step, or the paper's (¼ for squared loss, ½ for
+    Newton targets) for every N: the variants are defined by their step, which the library's
+    default caps for many learners (``STEP_BUDGET``)."""
     n, loss = i.config.n_learners, i.config.loss
+    if "step" not in options:
+        options["step"] = (i.config.step if i.config.step is not None else
+                           paper_step(get_loss(loss), options.get("targets", "gradient")))
     return SGB(i.factory, loss, n_learners=n, lr_scheduler=i.schedule,
-               chained=i.config.learner.chained, **{"step": i.config.step, **options},
-               **i.common)
+               chained=i.config.learner.chained, **options, **i.common)
 
 
 register_method(MethodSpec("base", "single", lambda i: SingleLearner(
