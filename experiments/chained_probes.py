@@ -46,10 +46,12 @@ import torch
 from torch import Tensor
 
 from torchboost import SGB
+from torchboost.boosters.gradient_boosting import paper_step
 from torchboost.harness import DATASETS, ExperimentConfig, LearnerConfig
 from torchboost.harness.driver import prepare_data, run_comparison
 from torchboost.learners.chained import chainable
 from torchboost.lightning.module import quiet_streaming_notices
+from torchboost.losses import get_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -104,6 +106,8 @@ def run(name: str, chained: bool, every: int | None, seed: int, matched: bool = 
                                "stall_window": None}
     if config.loss in ("softmax", "logistic"):
         options["targets"] = "newton"
+    # the variants' own step (SGB_newton's ½) at every N, as in the driver's comparison
+    options["step"] = paper_step(get_loss(config.loss), options.get("targets", "gradient"))
     torch.manual_seed(seed)
     booster = (SGB(factory, config.loss, **options) if every is None
                else CorrectiveSGB(factory, config.loss, every=every, **options))
