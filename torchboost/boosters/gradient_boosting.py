@@ -19,7 +19,8 @@ from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
 from torchboost.losses import Loss
 from torchboost.params import positive_float
 
-__all__ = ["DEFAULT_HESSIAN_FLOOR", "STEP_BUDGET", "GradientBoosting", "Targets", "paper_step"]
+__all__ = ["DEFAULT_HESSIAN_FLOOR", "NEWTON_STEP", "STEP_BUDGET", "GradientBoosting", "Targets",
+           "paper_step"]
 
 Targets = Literal["gradient", "newton"]
 
@@ -46,11 +47,15 @@ DEFAULT_HESSIAN_FLOOR = 1e-2
 STEP_BUDGET = 6.0
 
 
+#: The step of Newton targets (half the full Newton step), which the curvature already scales.
+NEWTON_STEP = 0.5
+
+
 def paper_step(loss: Loss, targets: Targets = "gradient") -> float:
-    """``1/(4β)`` for gradient targets (SGB's Thm. 5.1 with edge γ = 1), ``½`` for Newton
-    targets, whatever the number of learners."""
+    """``1/(4β)`` for gradient targets (SGB's Thm. 5.1 with edge γ = 1), :data:`NEWTON_STEP`
+    for Newton targets, whatever the number of learners."""
     if targets == "newton":
-        return 0.5
+        return NEWTON_STEP
     if not math.isfinite(loss.smoothness):
         raise ValueError(f"{loss.name} loss is not smooth; pass step= explicitly or "
                          "use ResidualSGB (Alg. 2) for non-smooth losses")
@@ -90,7 +95,7 @@ class GradientBoosting(Booster):
                 and options.get("lr_fan_in") is not None):  # the default rule, Newton targets
             n = kwargs.get("n_learners") or (len(learners) if isinstance(learners, list | tuple)
                                              else 1)
-            newton_step = (self._within_budget(0.5, n, 1.0) if step is None
+            newton_step = (self._within_budget(NEWTON_STEP, n, 1.0) if step is None
                            else positive_float("step", step))
             options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
         super().__init__(learners, loss, **options)

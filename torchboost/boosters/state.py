@@ -160,16 +160,13 @@ class BoosterState:
             # rule; adopted only once nothing else differs, so that a refused state (also when
             # a parent module's load_state_dict calls this directly) changes nothing
             mode = self.learners.adoptable_mode(saved.get("mode", self.learners.mode))
-            window = saved.get("stall_window")
-            window = int(window) if window is not None and self.stall is not None else None
-            # saved without a monitor (ResidualSGB had none before; stall_window=None): this
-            # booster's monitor starts afresh (the stall entries are filled in below)
-            unmonitored = "stall_window" in saved and saved["stall_window"] is None
+            # a monitored booster takes the saved window; one saved without a monitor
+            # (stall_window=None; ResidualSGB had none before) gets a fresh monitor (below)
+            window = ({"stall_window": saved["stall_window"]}
+                      if self.stall is not None and "stall_window" in saved else {})
 
             def adopted() -> dict[str, Any]:  # this configuration with mode and window adopted
-                return {**self.config(), "mode": mode,
-                        **({} if window is None else {"stall_window": window}),
-                        **({"stall_window": None} if unmonitored else {})}
+                return {**self.config(), "mode": mode, **window}
 
             rule = self._rule_settings()
             self._adopt_earlier_rule(saved)
@@ -181,8 +178,8 @@ class BoosterState:
                                  "was loaded); build the booster with the saved configuration. "
                                  "Differences: " + "; ".join(differences))
             self.learners.adopt_mode(mode)
-            if window is not None:
-                self.stall.window = window
+            if window.get("stall_window") is not None:
+                self.stall.window = int(window["stall_window"])
         features = prefix + "standardizer.features."
         if (isinstance(extra, dict) and "indicators" not in extra
                 and features + "mean" in state_dict and features + "off_01" not in state_dict):
