@@ -313,7 +313,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         (default) for all of them: those run at their learning point during the round."""
         return None
 
-
     def plan_round(self, x: Tensor, z: Tensor) -> Round:
         """The algorithm's part of a round on checked features ``x`` and encoded labels ``z``:
         the learners' outputs (with autograd), their detached copy, the partial sums, the
@@ -326,11 +325,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         targets, weights = self.learner_objective(h, partials, z)
         return Round(outputs, h, partials, self.combine(partials), targets, weights)
 
-
-
-
-
-
     def initial_prediction(self, x: Tensor) -> Tensor:
         """``y^0`` for a batch, ``(B, m)`` (from buffers and constants: no autograd graph)."""
         if self.y0_mode == "mean" and self.samples_seen > 0:
@@ -339,9 +333,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         else:
             y0 = self.y0_fixed.to(x.dtype)
         return y0.expand(x.shape[0], self.out_dim)
-
-
-
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
                       first: int = 0, weights: Tensor | None = None) -> None:

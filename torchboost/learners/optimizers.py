@@ -139,7 +139,6 @@ class OptimizerSpec:
             raise ValueError(f"{self.cls.__name__} cannot be built with optimizer_kwargs="
                              f"{self.kwargs!r}: {error}") from error
 
-
     def _fan_in_groups(self, params: list[Tensor], stacked: bool,
                        kwargs: dict[str, Any]) -> list[Tensor] | list[dict[str, Any]]:
         """``params`` as they are, or as groups of consecutive parameters sharing a learning
