@@ -330,13 +330,35 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                             color=f"C{j}", label=label if i == 0 else None)
         ax.axhline(1.05, color="k", lw=0.5, ls="--",
                    label="5 % above the best tuned Adam" if p == PASSES[-1] else None)
+    finish_pass_panels(fig, axes, streams, "test metric / best tuned Adam (mean ± std over seeds)",
+                       ncol=5)
+    save_figure(fig, path)
+
+
+def finish_pass_panels(fig: Any, axes: Any, streams: list[str], ylabel: str, ncol: int) -> None:
+    """Label one panel per pass count (``axes`` in the order of :data:`PASSES`) with the
+    streams along x and a log y, and put the last panel's legend under the figure."""
+    for ax, p in zip(axes, PASSES, strict=True):
         ax.set_xticks(range(len(streams)), streams, rotation=35, ha="right")
         ax.set_title(f"after {p} pass{'es' if p > 1 else ''}")
         ax.set_yscale("log")
-    axes[0].set_ylabel("test metric / best tuned Adam (mean ± std over seeds)")
-    fig.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", ncol=5,
+    axes[0].set_ylabel(ylabel)
+    fig.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", ncol=ncol,
                fontsize=8)
-    save_figure(fig, path)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, streams: tuple[str, ...], seeds: int,
+                      out: Path) -> None:
+    """The options every stream × seed experiment here shares: which streams and seeds, rows,
+    worker processes, ``--replot`` and the output folder."""
+    parser.add_argument("--streams", nargs="+", default=list(streams), choices=streams)
+    parser.add_argument("--seeds", type=int, default=seeds)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--max-train", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--replot", action="store_true",
+                        help="summarise and plot results.json again, without running")
+    parser.add_argument("--out", type=Path, default=out)
 
 
 def write_merged(path: Path, results: list[dict[str, Any]],
@@ -357,16 +379,9 @@ def write_merged(path: Path, results: list[dict[str, Any]],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
-    parser.add_argument("--seeds", type=int, default=6)
-    parser.add_argument("--first-seed", type=int, default=0)
+    add_run_arguments(parser, STREAMS, seeds=6, out=OUT)
     parser.add_argument("--methods", nargs="+", default=None,
                         help="only these methods (names as in results.json)")
-    parser.add_argument("--max-train", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--replot", action="store_true",
-                        help="summarise and plot results.json again, without running")
-    parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--spread", type=int, default=0, metavar="SEEDS",
                         help="only the seed spread after one pass: the old default against "
                              "the new, over SEEDS seeds (spread.json)")

@@ -39,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
-from horizon_free import PASSES, stream_passes, write_merged
+from horizon_free import PASSES, add_run_arguments, stream_passes, write_merged
 
 from torchboost import SGB
 from torchboost.boosters.gradient_boosting import STEP_BUDGET, paper_step
@@ -168,17 +168,10 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
+    add_run_arguments(parser, STREAMS, seeds=4, out=OUT)
     parser.add_argument("--n", type=int, nargs="+", default=list(NS))
     parser.add_argument("--caps", type=float, nargs="+", default=None,
                         help="run only these caps (default: every rule of CAPS)")
-    parser.add_argument("--seeds", type=int, default=4)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--max-train", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--replot", action="store_true",
-                        help="summarise and plot results.json again, without running")
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.replot:

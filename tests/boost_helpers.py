@@ -60,7 +60,8 @@ def ogb_over_stumps(device: str = "cpu", dtype: torch.dtype = torch.float32,
     xs, ys = regression_stream(200, d=4, seed=2)
     torch.manual_seed(0)
     booster = OGB(lambda: StumpRegressor(4, curvature=0.0, bound=1.0), n_learners=4,
-                  bound_outputs=False, optimizer_kwargs={"lr": 0.05}, **options).to(device)
+                  bound_outputs=False, objective="linear", optimizer_kwargs={"lr": 0.05},
+                  **options).to(device)
     if dtype != torch.float32:
         booster = booster.to(dtype)
     for x, y in zip(xs.split(20), ys.split(20), strict=True):

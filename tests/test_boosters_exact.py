@@ -112,7 +112,7 @@ def test_ogb_radius_from_table():
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_ogb_alg1_partial_sums_linear_losses_and_sigma(mode):
     booster = OGB(linear_learners([[0.5], [-0.25]]), "squared", step=0.5, bound_outputs=False,
-                  mode=mode, **RAW_SGD)
+                  objective="linear", mode=mode, **RAW_SGD)
     assert booster.radius == 1.0 and booster.lipschitz_radius == 2.0  # B = 1, L_B = B + 1
     x = torch.tensor([[1.0]])
     # round 1, z = .8: y1 = .5*.5 = .25, y2 = .25 + .5*(-.25) = .125
@@ -155,9 +155,48 @@ def test_convex_hull_ogb_alg2_frank_wolfe(objective):
     w = [0.6, -0.3, 0.9]
     if objective == "linear":  # L_D = D + 1 = 2
         expected = [wi - 0.1 * gi / 2 for wi, gi in zip(w, g, strict=True)]
-    else:  # fit -g by squared error
-        expected = [wi + 0.2 * (-gi - wi) for wi, gi in zip(w, g, strict=True)]
+    else:  # Sec. 4.1: learner i suffers ½(y'_i + eta_i h_i - z)², y'_i = (1 - eta_i) y^{i-1}
+        # offsets 0, .6/3 = .2, 0; gradients eta_i (y'_i + eta_i h_i - z)
+        grads = [1.0 * (0.0 + 0.6 - 0.2), 2 / 3 * (0.2 - 0.2 - 0.2), 0.5 * (0.0 + 0.45 - 0.2)]
+        expected = [wi - 0.1 * gi for wi, gi in zip(w, grads, strict=True)]
     assert scalar_weights(booster) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("mode", ["stacked", "loop"])
+def test_ogb_greedy_fits_the_loss_at_the_partial_sum_before_it(mode):
+    """Sec. 4.1 in Alg. 1 (Friedman's greedy fitting): learner i suffers ℓ(y^{i−1} + A_i(x))
+    and line 8 adds η A_i(x), shrunk by σ."""
+    booster = OGB(linear_learners([[0.5], [-0.25]]), "squared", step=0.5, bound_outputs=False,
+                  objective="greedy", mode=mode, **RAW_SGD)
+    x = torch.tensor([[1.0]])
+    booster.sigma.fill_(0.5)
+    # y1 = .5*.5 = .25, y2 = (1 - .25)*.25 + .5*(-.25) = .0625; gradients y^{i-1} + h_i - z
+    assert booster.learn(x, torch.tensor([0.8])).item() == pytest.approx(0.0625)
+    expected = [0.5 - 0.1 * (0.0 + 0.5 - 0.8), -0.25 - 0.1 * (0.25 - 0.25 - 0.8)]
+    assert scalar_weights(booster) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("loss", ["squared", "huber", "logistic"])
+@pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
+def test_greedy_learners_descend_the_loss_at_their_offsets(cls, loss):
+    """The greedy learner's output gradient is autograd's of mean_b ℓ(y'_i + α_i h_i), for any
+    loss; for the squared loss its reported target is the minimiser (z − y'_i)/α_i."""
+    torch.manual_seed(0)
+    booster = cls(lambda: torch.nn.Linear(3, 1), loss, n_learners=3, objective="greedy",
+                  standardize=False)
+    if cls is OGB:  # a learned shrinkage in the offsets
+        booster.sigma.fill_(0.4)
+    x = torch.randn(5, 3)
+    z = booster.loss.encode_target(torch.tensor([0, 1, 1, 0, 1]) if loss == "logistic"
+                                   else torch.randn(5), 1)
+    plan = booster.plan_round(x, z)
+    offsets = booster.greedy_offsets(plan.partials[:-1])
+    steps = booster.greedy_steps(plan.h.dtype)
+    h = plan.h.clone().requires_grad_(True)
+    booster.loss.value(offsets + steps * h, z).mean(-1).sum().backward()
+    assert torch.allclose(booster.learner_loss_grad(plan.h, plan.targets), h.grad, atol=1e-6)
+    if loss == "squared":
+        assert torch.allclose(plan.targets, (z - offsets) / steps, atol=1e-6)
 
 
 def test_stagewise_gb_trains_one_stage_at_a_time_without_caching():

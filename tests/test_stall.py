@@ -272,7 +272,7 @@ def test_the_still_check_resumes_exactly_and_older_states_load():
 def test_the_stall_hint_names_each_boosters_own_steps():
     from torch import nn
 
-    from torchboost import OGB, SingleLearner, StagewiseGB
+    from torchboost import OGB, ConvexHullOGB, SingleLearner, StagewiseGB
 
     def learner():
         return nn.Linear(3, 1)
@@ -282,6 +282,9 @@ def test_the_stall_hint_names_each_boosters_own_steps():
     assert SGB(learner, n_learners=2, step=0.3)._stall_hint().endswith(", step η=0.3")
     assert StagewiseGB(learner, n_learners=2, step=0.2)._stall_hint().endswith(", step η=0.2")
     assert OGB(learner, n_learners=4, step=0.5)._stall_hint().endswith(", step η=0.5")
+    # fixed Frank-Wolfe steps: the learners are what to lower
+    assert ConvexHullOGB(learner, n_learners=4)._stall_hint().endswith(
+        "steps η_i = 2/(i + 1) are fixed: use fewer learners (n_learners), or OGB or SGB for many")
     assert "step" not in SingleLearner(learner)._stall_hint()
 
 

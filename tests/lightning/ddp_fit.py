@@ -105,7 +105,7 @@ def build_booster(kind: str) -> Booster:
         return SGB(learner, "logistic", y0="mean", targets="newton", step="learned",
                    step_lr=0.05, **common)
     if kind == "ogb":
-        return OGB(learner, "squared", step=1.0, mode="loop", **common)
+        return OGB(learner, "squared", step=1.0, mode="loop", objective="linear", **common)
     if kind == "residual_sgb":
         return ResidualSGB(learner, "absolute", **common)
     if kind == "convex_hull_ogb":

@@ -27,6 +27,10 @@ class ConvexHullOGB(OnlineLinearBooster):
         index = torch.arange(1, self.n_learners + 1, dtype=torch.get_default_dtype())
         self.register_buffer("steps", 2.0 / (index + 1.0))
 
+    def _stall_hint(self) -> str:
+        return (super()._stall_hint() + "; ConvexHullOGB's steps η_i = 2/(i + 1) are fixed: "
+                "use fewer learners (n_learners), or OGB or SGB for many")
+
     @property
     def linear_scale(self) -> float:
         return self.loss.lipschitz(self.bound)
@@ -38,3 +42,11 @@ class ConvexHullOGB(OnlineLinearBooster):
             eta = self.steps[i].to(h.dtype)
             sums.append((1.0 - eta) * sums[-1] + eta * h[i])
         return torch.stack(sums)
+
+    def greedy_steps(self, dtype: torch.dtype) -> Tensor:
+        """``α_i = η_i`` (line 6)."""
+        return self.steps.to(dtype).view(-1, 1, 1)
+
+    def greedy_offsets(self, previous: Tensor) -> Tensor:
+        """``y′_i = (1 − η_i) y^{i−1}`` (line 6)."""
+        return (1.0 - self.greedy_steps(previous.dtype)) * previous

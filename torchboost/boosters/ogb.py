@@ -92,6 +92,17 @@ class OGB(OnlineLinearBooster):
             sums.append(self.projection(shrink[i] * sums[-1] + self.step * h[i]))
         return torch.stack(sums)
 
+    def greedy_steps(self, dtype: torch.dtype) -> Tensor:
+        """``α_i = 1``: Friedman's greedy fitting, which Sec. 4.1 cites; line 8 then adds ``η``
+        times the fitted output (shrinkage). The booster's own ``α_i = η`` and
+        ``y′_i = (1 − σ^i η) y^{i−1}`` ask every learner for ``1/η`` times its residual at
+        once, and diverged in a stream (``experiments/ogb_defaults.py``, docs "Defaults")."""
+        return torch.ones(self.n_learners, 1, 1, dtype=dtype, device=self.sigma.device)
+
+    def greedy_offsets(self, previous: Tensor) -> Tensor:
+        """``y′_i = y^{i−1}``: learner ``i`` fits the loss at the partial sum before it."""
+        return previous
+
     @torch.no_grad()
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
         """Alg. 1 line 14: projected OGD on σ with ``α_t = 1/(L_B B √t)``; the inner products
