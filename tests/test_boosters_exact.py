@@ -176,6 +176,25 @@ def test_ogb_greedy_fits_the_loss_at_the_partial_sum_before_it(mode):
     assert scalar_weights(booster) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
+def test_a_state_saved_when_greedy_fitted_the_gradient_is_refused(cls):
+    """Before Sec. 4.1's offsets, objective="greedy" fitted −∇ℓ(y^{i−1}) by squared error; such
+    a state (its configuration without "greedy_fit") must not resume under the new algorithm,
+    while a state of the analysis' linear losses still loads."""
+    import copy
+
+    def make(objective):
+        torch.manual_seed(0)
+        return cls(lambda: torch.nn.Linear(3, 1), n_learners=2, objective=objective)
+
+    old = copy.deepcopy(make("greedy").state_dict())
+    del old["_extra_state"]["config"]["greedy_fit"]
+    booster = make("greedy")
+    with pytest.raises(ValueError, match=r"greedy_fit: saved '\(none\)'.*Sec\. 4\.1"):
+        booster.load_state_dict(old)
+    make("linear").load_state_dict(make("linear").state_dict())
+
+
 @pytest.mark.parametrize("loss", ["squared", "huber", "logistic"])
 @pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
 def test_greedy_learners_descend_the_loss_at_their_offsets(cls, loss):

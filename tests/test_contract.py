@@ -434,6 +434,23 @@ def test_ogb_warns_once_when_labels_exceed_the_radius() -> None:
         OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(x, torch.rand(16) - 0.5)
 
 
+def test_ogb_on_standardised_labels_warns_only_beyond_twice_its_radius() -> None:
+    """Standardised labels are in standard deviations; a few beyond B = 3 are a Gaussian's
+    tail and do not warn, one beyond 2B does."""
+    import warnings
+
+    torch.manual_seed(0)
+    y = torch.randn(64)
+    y[0] = 4.0  # about 4 standard deviations: beyond B, within 2B
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(torch.randn(64, 3), y)
+    y[0] = 40.0  # about 7.7 standard deviations
+    with pytest.warns(UserWarning, match=r"standardised labels reach 7\.\d+ standard deviations, "
+                      r"more than twice the radius B=3 \(in standard deviations"):
+        OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(torch.randn(64, 3), y)
+
+
 # --- item 12: corrupted checkpoints are named, latest_checkpoint skips them ----------------------
 def test_corrupted_checkpoints_are_named_and_skipped(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os

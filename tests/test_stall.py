@@ -282,10 +282,30 @@ def test_the_stall_hint_names_each_boosters_own_steps():
     assert SGB(learner, n_learners=2, step=0.3)._stall_hint().endswith(", step η=0.3")
     assert StagewiseGB(learner, n_learners=2, step=0.2)._stall_hint().endswith(", step η=0.2")
     assert OGB(learner, n_learners=4, step=0.5)._stall_hint().endswith(", step η=0.5")
-    # fixed Frank-Wolfe steps: the learners are what to lower
-    assert ConvexHullOGB(learner, n_learners=4)._stall_hint().endswith(
-        "steps η_i = 2/(i + 1) are fixed: use fewer learners (n_learners), or OGB or SGB for many")
+    assert "step" not in ConvexHullOGB(learner, n_learners=4)._stall_hint()
     assert "step" not in SingleLearner(learner)._stall_hint()
+
+
+def test_when_later_learners_hurt_the_warning_names_what_each_booster_can_lower():
+    """SGB: its step or rate; ConvexHullOGB (fixed Frank-Wolfe steps): the number of learners."""
+    from torchboost import ConvexHullOGB
+
+    def hurt(booster):
+        monitor = StallMonitor(get_loss("squared"), n_learners=2, out_dim=1, window=4)
+        z = torch.tensor([[1.0], [3.0]])
+        partials = torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 6.0]]).unsqueeze(-1)
+        with pytest.warns(BoostingStallWarning) as caught:
+            for _ in range(6):
+                monitor.warn(monitor.update(partials, z), booster._stall_hint(),
+                             booster._stall_remedy())
+        return str(caught[0].message)
+
+    learner = lambda: torch.nn.Linear(3, 1)  # noqa: E731
+    assert "make the prediction much worse. Lower the step η or the learning rate (" in hurt(
+        SGB(learner, n_learners=2))
+    text = hurt(ConvexHullOGB(learner, n_learners=2))
+    assert "Lower the number of learners (n_learners; ConvexHullOGB's steps" in text
+    assert "step η or" not in text and "step η=" not in text
 
 
 def test_residual_sgb_is_judged_on_its_averaged_anytime_predictions():

@@ -303,7 +303,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                                                  self.sync, self._round_size,
                                                  self.learners.parameters)
                     if symptoms:  # the hint reads the steps: only for a warning
-                        self.stall.warn(symptoms, self._stall_hint())
+                        self.stall.warn(symptoms, self._stall_hint(), self._stall_remedy())
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         self._set_plain(_round_labels=labels)
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)

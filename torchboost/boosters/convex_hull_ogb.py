@@ -27,9 +27,10 @@ class ConvexHullOGB(OnlineLinearBooster):
         index = torch.arange(1, self.n_learners + 1, dtype=torch.get_default_dtype())
         self.register_buffer("steps", 2.0 / (index + 1.0))
 
-    def _stall_hint(self) -> str:
-        return (super()._stall_hint() + "; ConvexHullOGB's steps η_i = 2/(i + 1) are fixed: "
-                "use fewer learners (n_learners), or OGB or SGB for many")
+    def _stall_remedy(self) -> str:
+        return ("the number of learners (n_learners; ConvexHullOGB's steps η_i = 2/(i + 1) are "
+                "fixed, and its later learners are asked for up to (N + 1)/2 times their "
+                "residual), or use OGB or SGB for many learners, or lower the learning rate")
 
     @property
     def linear_scale(self) -> float:

@@ -64,6 +64,10 @@ class BoosterDiagnostics:
                      "labels far from unit scale stall it, and standardize=True fixes that")
         return hint
 
+    def _stall_remedy(self) -> str:
+        """What to lower when the later learners make the prediction worse."""
+        return "the step η or the learning rate"
+
     @property
     def units_per_example(self) -> int:
         """Compute units one :meth:`learn` costs per example (``3N`` for the streaming boosters)."""

@@ -53,8 +53,10 @@ class OGB(OnlineLinearBooster):
     Args:
         step: ``η ∈ [1/N, 1]``; default ``max(ln N / N, 1/N)`` (the paper's suggestion).
         radius: ``B``; default from the loss constants via :func:`ogb_radius` (those assume labels
-            in ``[−1, 1]``; pass ``radius`` for other label scales). Every prediction lies in the
-            ball of radius ``B``: the first round whose labels exceed it warns, once.
+            in ``[−1, 1]``, and with standardised labels, the default, outputs bounded by
+            ``D`` standard deviations; pass ``radius`` for other label scales, in standard
+            deviations when the labels are standardised). Every prediction lies in the ball of
+            radius ``B``: the first round whose labels exceed it warns, once.
         bound, objective, bound_outputs: see :class:`OnlineLinearBooster`.
     """
 
@@ -96,7 +98,8 @@ class OGB(OnlineLinearBooster):
         """``α_i = 1``: Friedman's greedy fitting, which Sec. 4.1 cites; line 8 then adds ``η``
         times the fitted output (shrinkage). The booster's own ``α_i = η`` and
         ``y′_i = (1 − σ^i η) y^{i−1}`` ask every learner for ``1/η`` times its residual at
-        once, and diverged in a stream (``experiments/ogb_defaults.py``, docs "Defaults")."""
+        once, and diverged in a probe (kin40k, 32 learners, one pass: test MSE 2.9 against the
+        constant's 1.03; not committed; docs "Defaults")."""
         return torch.ones(self.n_learners, 1, 1, dtype=dtype, device=self.sigma.device)
 
     def greedy_offsets(self, previous: Tensor) -> Tensor:
@@ -117,15 +120,27 @@ class OGB(OnlineLinearBooster):
 
     def _warn_if_labels_exceed_radius(self, z: Tensor) -> None:
         """Every prediction lies in the ball of radius ``B`` (line 8's projection), so labels
-        beyond it cannot be fitted: warn once per booster (one reduction per round until then)."""
+        beyond it cannot be fitted: warn once per booster (one reduction per round until then).
+        Standardised labels (the default) are in standard deviations, and a few lie beyond
+        ``B = D = 3`` in any long stream (a Gaussian's 0.27 %) at no measurable cost (abalone,
+        kin40k: radius 6 or 100 moved test MSE by under 2 %, a probe): they warn only beyond
+        ``2 B``, where most of such a label is out of reach."""
         largest = float(torch.linalg.vector_norm(z, dim=-1).max())
-        if largest > self.radius:
+        standardised = self.standardizer is not None
+        if largest > (2.0 if standardised else 1.0) * self.radius:
             mean = (" With y0='mean' the label mean is projected onto that ball too."
                     if self.y0_mode == "mean" else "")
-            warnings.warn(f"OGB: labels reach norm {largest:.4g} but every prediction is confined "
-                          f"to the ball of radius B={self.radius:.4g} (the default B assumes "
-                          f"labels in [-1, 1]).{mean} Pass radius= at least the label scale, or "
-                          "standardise the labels.", stacklevel=5)
+            if standardised:
+                reach = (f"standardised labels reach {largest:.4g} standard deviations, more "
+                         f"than twice the radius B={self.radius:.4g} (in standard deviations) "
+                         "that confines every prediction. Pass radius= (in standard "
+                         "deviations) at least their reach to fit such labels.")
+            else:
+                reach = (f"labels reach norm {largest:.4g} but every prediction is confined to "
+                         f"the ball of radius B={self.radius:.4g} (the default B assumes labels "
+                         "in [-1, 1]). Pass radius= at least the label scale, or standardise "
+                         "the labels (standardize=True).")
+            warnings.warn(f"OGB: {reach}{mean}", stacklevel=5)
             self._radius_warned = True  # after the warning: one turned into an error (-W
             # error) rolls the round back and leaves the booster as it was
 

@@ -246,9 +246,11 @@ class StallMonitor(nn.Module):
         return {name: float(flag) for name, flag in zip(SYMPTOMS, self.flagged.tolist(),
                                                         strict=True)}
 
-    def message(self, symptom: str, hint: str) -> str:
-        """The warning's text for ``symptom`` with the last window's numbers and ``hint`` (the
-        booster's current learning rate and step)."""
+    def message(self, symptom: str, hint: str,
+                remedy: str = "the step η or the learning rate") -> str:
+        """The warning's text for ``symptom`` with the last window's numbers, ``hint`` (the
+        booster's current learning rate and step) and, when later learners do harm, what to
+        lower (``remedy``: the booster's ``_stall_remedy()``)."""
         anytime, constant = self.last_window["anytime"], float(self.last_window["constant"])
         final = float(anytime[-1])
         if symptom == "learners_still":
@@ -268,14 +270,15 @@ class StallMonitor(nn.Module):
                  else f"the first {best} learner(s) alone")
         return (f"over the last {self.window} examples {fewer} had progressive "
                 f"{self.metric} {float(anytime[best]):.4g}, all {len(anytime) - 1} had "
-                f"{final:.4g}: the later learners make the prediction much worse. Lower the "
-                f"step η or the learning rate ({hint})")
+                f"{final:.4g}: the later learners make the prediction much worse. Lower "
+                f"{remedy} ({hint})")
 
-    def warn(self, symptoms: list[str], hint: str) -> None:
+    def warn(self, symptoms: list[str], hint: str,
+             remedy: str = "the step η or the learning rate") -> None:
         """One :class:`BoostingStallWarning` per booster: the first time symptoms are
         confirmed, naming all of them; later ones are only flagged."""
         if self.warned or not symptoms:
             return
-        text = "; and ".join(self.message(symptom, hint) for symptom in symptoms)
+        text = "; and ".join(self.message(symptom, hint, remedy) for symptom in symptoms)
         warnings.warn(text, BoostingStallWarning, stacklevel=4)
         self.warned = True  # after: a warning turned into an error rolls the round back
