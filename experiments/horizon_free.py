@@ -46,6 +46,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
 
-from torchboost import SGB, cosine_schedule, decay_schedule
+from torchboost import SGB, Booster, cosine_schedule, decay_schedule
 from torchboost.boosters.default_lr import (
     DEFAULT_BETAS,
     DEFAULT_LR,
@@ -149,7 +150,7 @@ def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[
             **stream_passes(booster, ds, method["passes"], method["read"], batch, seed)}
 
 
-def stream_passes(booster: SGB, ds: Any, passes: int, read: list[int], batch: int,
+def stream_passes(booster: Booster, ds: Any, passes: int, read: list[int], batch: int,
                   seed: int, power: int = 2) -> dict[str, Any]:
     """Train ``booster`` on ``passes`` passes over ``ds``'s training rows in batches, each pass
     in an order drawn from ``seed``; the held-out metric (test MSE, or with ``power=1`` the
@@ -173,13 +174,41 @@ def stream_passes(booster: SGB, ds: Any, passes: int, read: list[int], batch: in
     return row
 
 
-def _job(args: tuple[str, dict[str, Any], int, int]) -> dict[str, Any]:
+def guarded(run_fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> dict[str, Any]:
+    """``run_fn(*args)`` for ``args = (stream, setting, seed, ...)``; a run that raises is
+    returned as a row with an infinite metric at every pass it reads and the error: a diverged
+    configuration is a result, not a crash."""
     try:
-        return run(*args)
-    except Exception as error:  # a diverged configuration is a result, not a crash
+        return run_fn(*args)
+    except Exception as error:
         return {"stream": args[0], "seed": args[2], **args[1],
                 **{f"pass{p}": float("inf") for p in args[1]["read"]},
                 "error": f"{type(error).__name__}: {str(error)[:200]}"}
+
+
+def _job(args: tuple[str, dict[str, Any], int, int]) -> dict[str, Any]:
+    return guarded(run, args)
+
+
+def run_jobs(job: Callable[[Any], dict[str, Any]], jobs: list[Any], workers: int, path: Path,
+             fields: tuple[str, ...], describe: Callable[[dict[str, Any]], str]
+             ) -> list[dict[str, Any]]:
+    """Run ``jobs`` in ``workers`` processes, printing each row as it comes (``describe``) and
+    merging the rows into ``path`` every 20 and at the end (:func:`write_merged` on
+    ``fields``), so that an interrupted run keeps what it ran."""
+    results: list[dict[str, Any]] = []
+    with multiprocessing.Pool(workers) as pool:
+        for i, row in enumerate(pool.imap_unordered(job, jobs), 1):
+            results.append(row)
+            print(f"[{i}/{len(jobs)}] {describe(row)}", flush=True)
+            if i % 20 == 0 or i == len(jobs):
+                write_merged(path, results, fields)
+    return results
+
+
+def read_values(row: dict[str, Any]) -> str:
+    """A run's metrics as ``pass1=… pass3=…`` for progress lines."""
+    return " ".join(f"{k}={row[k]:.4g}" for k in row if k.startswith("pass") and k != "passes")
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -361,8 +390,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, streams: tuple[str, ...],
     parser.add_argument("--out", type=Path, default=out)
 
 
+#: what identifies a run in ``results.json`` (a rerun replaces it)
+KEY = ("stream", "method", "seed", "passes")
+
+
 def write_merged(path: Path, results: list[dict[str, Any]],
-                 fields: tuple[str, ...] = ("stream", "method", "seed", "passes")) -> None:
+                 fields: tuple[str, ...] = KEY) -> None:
     """Write ``results`` into the JSON list at ``path``, replacing earlier runs that agree on
     ``fields`` (by default the same stream, method, seed and horizon; atomically: a crash
     leaves the old file)."""
@@ -408,15 +441,9 @@ def main() -> None:
         jobs = [(stream, method, seed, args.max_train) for seed in seeds
                 for stream in args.streams for method in chosen]
         jobs.sort(key=lambda job: -job[1]["passes"] * (20 if job[0] == "mnist" else 1))
-        results = []
-        with multiprocessing.Pool(args.workers) as pool:
-            for i, row in enumerate(pool.imap_unordered(_job, jobs), 1):
-                results.append(row)
-                print(f"[{i}/{len(jobs)}] {row['stream']} {row['method']} seed {row['seed']}: "
-                      + " ".join(f"{k}={row[k]:.4g}" for k in row if k.startswith("pass")
-                                 and k != "passes"), flush=True)
-                if i % 20 == 0 or i == len(jobs):  # an interrupted run keeps what it ran
-                    write_merged(args.out / "results.json", results)
+        run_jobs(_job, jobs, args.workers, args.out / "results.json", KEY,
+                 lambda row: f"{row['stream']} {row['method']} seed {row['seed']}: "
+                             + read_values(row))
     summary = summarize(json.loads((args.out / "results.json").read_text()))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     (args.out / "table.md").write_text(markdown(summary))

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import statistics
 import sys
 import warnings
@@ -55,9 +54,11 @@ from horizon_free import (
     add_run_arguments,
     booster_options,
     finish_pass_panels,
+    guarded,
     methods,
+    read_values,
+    run_jobs,
     stream_passes,
-    write_merged,
 )
 
 from torchboost import OGB, SGB, ConvexHullOGB, SingleLearner
@@ -72,7 +73,7 @@ OBJECTIVES = ("linear", "greedy")
 N_LEARNERS = 8
 BATCH = 32
 #: what identifies a run in ``results.json`` (a rerun replaces it)
-KEY = ("stream", "model", "objective", "method", "seed", "passes")
+KEY = ("stream", "n", "model", "objective", "method", "seed", "passes")
 
 
 def plan() -> list[dict[str, Any]]:
@@ -91,7 +92,8 @@ def plan() -> list[dict[str, Any]]:
 def run(stream: str, setting: dict[str, Any], seed: int, max_train: int,
         n_learners: int = N_LEARNERS) -> dict[str, Any]:
     """One model on one stream; the test metric after each pass in ``setting["read"]`` and how
-    many warnings the run raised (stall hints, labels beyond OGB's radius)."""
+    many warnings the run raised (OGB's labels beyond its radius: the stall monitor is off, as
+    in horizon_free)."""
     torch.set_num_threads(1)
     ds, loss, learner, _ = load(stream, max_train)
     torch.manual_seed(seed)
@@ -116,12 +118,7 @@ def run(stream: str, setting: dict[str, Any], seed: int, max_train: int,
 
 
 def _job(args: tuple[str, dict[str, Any], int, int, int]) -> dict[str, Any]:
-    try:
-        return run(*args)
-    except Exception as error:  # a diverged configuration is a result, not a crash
-        return {"stream": args[0], "seed": args[2], **args[1],
-                **{f"pass{p}": float("inf") for p in args[1]["read"]},
-                "error": f"{type(error).__name__}: {str(error)[:200]}"}
+    return guarded(run, args)
 
 
 def label(row: dict[str, Any]) -> str:
@@ -145,7 +142,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                                   "std": statistics.stdev(v) if len(v) > 1 else 0.0,
                                   "seeds": len(v)} for m, v in by_method.items()}
                      for column, by_method in values.items()}
-            constant = next(r["constant"] for r in results if r["stream"] == stream)
+            constant = next(r["constant"] for r in results
+                            if r["stream"] == stream and "constant" in r)  # not a failed run
             cell: dict[str, Any] = {"stats": stats, "constant": constant, "columns": {}}
             for column, by_method in stats.items():
                 default = by_method["default"]["mean"]
@@ -236,6 +234,8 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=None,
                         choices=[*BOOSTERS, "SingleLearner", "SGB"], help="only these models")
     args = parser.parse_args()
+    if args.n != N_LEARNERS and args.out == OUT:  # one N per results.json: its summary is per N
+        parser.error(f"--n {args.n} needs its own --out (N = {N_LEARNERS}'s results are in {OUT})")
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.replot:
         jobs = [(stream, setting, seed, args.max_train, args.n)
@@ -244,16 +244,9 @@ def main() -> None:
                 if (args.methods is None or setting["method"] in args.methods)
                 and (args.models is None or setting["model"] in args.models)]
         jobs.sort(key=lambda job: -job[1]["passes"])
-        results = []
-        with multiprocessing.Pool(args.workers) as pool:
-            for i, row in enumerate(pool.imap_unordered(_job, jobs), 1):
-                results.append(row)
-                print(f"[{i}/{len(jobs)}] {row['stream']} {label(row)} {row['method']} "
-                      f"seed {row['seed']}: " + " ".join(
-                          f"{k}={row[k]:.4g}" for k in row if k.startswith("pass")
-                          and k != "passes"), flush=True)
-                if i % 20 == 0 or i == len(jobs):  # an interrupted run keeps what it ran
-                    write_merged(args.out / "results.json", results, KEY)
+        run_jobs(_job, jobs, args.workers, args.out / "results.json", KEY,
+                 lambda row: f"{row['stream']} {label(row)} {row['method']} seed {row['seed']}: "
+                             + read_values(row))
     summary = summarize(json.loads((args.out / "results.json").read_text()))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     (args.out / "table.md").write_text(markdown(summary))

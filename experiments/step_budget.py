@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import statistics
 import sys
 from pathlib import Path
@@ -39,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from defaults import load
-from horizon_free import PASSES, add_run_arguments, stream_passes, write_merged
+from horizon_free import PASSES, add_run_arguments, read_values, run_jobs, stream_passes
 
 from torchboost import SGB
 from torchboost.boosters.gradient_boosting import STEP_BUDGET, paper_step
@@ -181,15 +180,9 @@ def main() -> None:
                        for cap in (CAPS if args.caps is None else args.caps)
                        for seed in range(args.first_seed, args.first_seed + args.seeds)},
                       key=lambda job: -job[1])  # the many-learner runs first
-        results = []
-        with multiprocessing.Pool(args.workers) as pool:
-            for i, row in enumerate(pool.imap_unordered(_job, jobs), 1):
-                results.append(row)
-                print(f"[{i}/{len(jobs)}] {row['stream']} N={row['n']} η={row['step']:g} "
-                      f"seed {row['seed']}: " + " ".join(f"pass{p}={row[f'pass{p}']:.4g}"
-                                                         for p in PASSES), flush=True)
-                if i % 20 == 0 or i == len(jobs):  # an interrupted run keeps what it ran
-                    write_merged(args.out / "results.json", results, KEY)
+        run_jobs(_job, jobs, args.workers, args.out / "results.json", KEY,
+                 lambda row: f"{row['stream']} N={row['n']} η={row['step']:g} "
+                             f"seed {row['seed']}: " + read_values(row))
     summary = summarize(json.loads((args.out / "results.json").read_text()))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     (args.out / "table.md").write_text(markdown(summary))

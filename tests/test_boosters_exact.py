@@ -180,19 +180,39 @@ def test_ogb_greedy_fits_the_loss_at_the_partial_sum_before_it(mode):
 def test_a_state_saved_when_greedy_fitted_the_gradient_is_refused(cls):
     """Before Sec. 4.1's offsets, objective="greedy" fitted −∇ℓ(y^{i−1}) by squared error; such
     a state (its configuration without "greedy_fit") must not resume under the new algorithm,
-    while a state of the analysis' linear losses still loads."""
+    and the booster stays as it was."""
     import copy
 
-    def make(objective):
-        torch.manual_seed(0)
-        return cls(lambda: torch.nn.Linear(3, 1), n_learners=2, objective=objective)
-
-    old = copy.deepcopy(make("greedy").state_dict())
+    torch.manual_seed(0)
+    old = copy.deepcopy(cls(lambda: torch.nn.Linear(3, 1), n_learners=2).state_dict())
     del old["_extra_state"]["config"]["greedy_fit"]
-    booster = make("greedy")
-    with pytest.raises(ValueError, match=r"greedy_fit: saved '\(none\)'.*Sec\. 4\.1"):
+    booster = cls(lambda: torch.nn.Linear(3, 1), n_learners=2)
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(ValueError, match=r"saved when objective='greedy' fitted .* cannot resume"):
         booster.load_state_dict(old)
-    make("linear").load_state_dict(make("linear").state_dict())
+    assert all(torch.equal(v, booster.state_dict()[k]) for k, v in before.items()
+               if torch.is_tensor(v))
+
+
+@pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
+def test_a_state_of_the_linear_default_resumes_in_a_default_booster(cls):
+    """A checkpoint or pickled estimator saved when the default was the linear losses loads into
+    a booster built with defaults, which resumes with them; a given objective is never replaced,
+    and a refused load leaves the default objective."""
+    def make(**options):
+        torch.manual_seed(0)
+        return cls(lambda: torch.nn.Linear(3, 1), n_learners=2, **options)
+
+    saved = make(objective="linear").state_dict()
+    default = make()
+    default.load_state_dict(saved)
+    assert default.objective == "linear"
+    with pytest.raises(ValueError, match="objective: saved 'linear', this booster 'greedy'"):
+        make(objective="greedy").load_state_dict(saved)
+    other = make(bound=2.0)  # differs in more than the objective: refused, objective kept
+    with pytest.raises(ValueError, match="bound"):
+        other.load_state_dict(saved)
+    assert other.objective == "greedy"
 
 
 @pytest.mark.parametrize("loss", ["squared", "huber", "logistic"])
@@ -210,7 +230,7 @@ def test_greedy_learners_descend_the_loss_at_their_offsets(cls, loss):
                                    else torch.randn(5), 1)
     plan = booster.plan_round(x, z)
     offsets = booster.greedy_offsets(plan.partials[:-1])
-    steps = booster.greedy_steps(plan.h.dtype)
+    steps = booster.greedy_steps(plan.h)
     h = plan.h.clone().requires_grad_(True)
     booster.loss.value(offsets + steps * h, z).mean(-1).sum().backward()
     assert torch.allclose(booster.learner_loss_grad(plan.h, plan.targets), h.grad, atol=1e-6)

@@ -106,6 +106,18 @@ def test_overshooting_learners_are_flagged():
                                      "learners_still": 0.0}
     anytime = booster.stall.last_window["anytime"]
     assert float(anytime[:-1].min()) < 0.5 * float(anytime[-1])
+    assert "make the prediction much worse. Lower the step η or the learning rate (" in text
+
+
+def test_a_round_warns_with_the_boosters_own_remedy():
+    """learn() passes the booster's _stall_remedy() to the warning (ConvexHullOGB's differs)."""
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 8), n_learners=6, step=1.9, y0="mean",
+                  stall_window=1500, optimizer_kwargs={"lr": 1e-2})
+    booster._stall_remedy = lambda: "the number of widgets"
+    caught = stream(booster)
+    assert "make the prediction much worse. Lower the number of widgets (" in str(
+        caught[0].message)
 
 
 def test_a_learning_booster_does_not_warn():
@@ -189,7 +201,7 @@ def test_learners_still_by_hand():
     assert monitor.update(good, z, parameters=lambda: [theta]) == []  # seen once
     assert monitor.movement == pytest.approx(0.5 * STILL_TOLERANCE, rel=1e-4)  # float32 θ
     assert monitor.update(good, z, parameters=lambda: [theta]) == ["learners_still"]
-    message = monitor.message("learners_still", "now lr=1e-06")
+    message = monitor.message("learners_still", "now lr=1e-06", "the step η or the learning rate")
     assert "moved by 0.0005 of their norm" in message and "requires_grad=True" in message
     with torch.no_grad():
         theta[0] += STILL_TOLERANCE * 5  # now 1.5 tolerances from θ₀: moved, for good

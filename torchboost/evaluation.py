@@ -110,7 +110,6 @@ def booster_hparams(booster: Booster) -> dict[str, Any]:
     return params
 
 
-
 class HeldOutEvaluator:
     """Evaluates a booster on a held-out set at every multiple of ``every_units`` compute units.
 

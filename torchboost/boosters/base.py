@@ -380,10 +380,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         vars(self).update(values)
 
 
-
-
-
-
 def _check_grad_mode() -> None:
     if torch.is_inference_mode_enabled():
         raise ValueError("learn() cannot train under torch.inference_mode(); call it outside "

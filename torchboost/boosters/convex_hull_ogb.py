@@ -17,7 +17,9 @@ class ConvexHullOGB(OnlineLinearBooster):
 
     Prediction (lines 4–8): ``y^0 = 0``, ``y^i = (1 − η_i) y^{i−1} + η_i A_i(x)`` with
     ``η_i = 2/(i + 1)``, predict ``y^N`` — a convex combination of the learners' outputs.
-    Update (lines 10–12): learner ``i`` receives ``(1/L_D) ∇ℓ(y^{i−1}) · y``.
+    Update (lines 10–12): with ``objective="linear"`` learner ``i`` receives
+    ``(1/L_D) ∇ℓ(y^{i−1}) · y``; by default it fits the loss itself at its own update,
+    ``ℓ((1 − η_i) y^{i−1} + η_i A_i(x))`` (Sec. 4.1, :class:`OnlineLinearBooster`).
 
     Args: see :class:`OnlineLinearBooster` (``bound`` is ``D``).
     """
@@ -28,9 +30,10 @@ class ConvexHullOGB(OnlineLinearBooster):
         self.register_buffer("steps", 2.0 / (index + 1.0))
 
     def _stall_remedy(self) -> str:
-        return ("the number of learners (n_learners; ConvexHullOGB's steps η_i = 2/(i + 1) are "
-                "fixed, and its later learners are asked for up to (N + 1)/2 times their "
-                "residual), or use OGB or SGB for many learners, or lower the learning rate")
+        asked = (", and its later learners are asked for up to (N + 1)/2 times their residual"
+                 if self.objective == "greedy" else "")
+        return (f"the number of learners (n_learners; ConvexHullOGB's steps η_i = 2/(i + 1) are "
+                f"fixed{asked}), or use OGB or SGB for many learners, or lower the learning rate")
 
     @property
     def linear_scale(self) -> float:
@@ -44,10 +47,10 @@ class ConvexHullOGB(OnlineLinearBooster):
             sums.append((1.0 - eta) * sums[-1] + eta * h[i])
         return torch.stack(sums)
 
-    def greedy_steps(self, dtype: torch.dtype) -> Tensor:
+    def greedy_steps(self, like: Tensor) -> Tensor:
         """``α_i = η_i`` (line 6)."""
-        return self.steps.to(dtype).view(-1, 1, 1)
+        return self.steps.to(like.dtype).view(-1, 1, 1)
 
     def greedy_offsets(self, previous: Tensor) -> Tensor:
         """``y′_i = (1 − η_i) y^{i−1}`` (line 6)."""
-        return (1.0 - self.greedy_steps(previous.dtype)) * previous
+        return (1.0 - self.greedy_steps(previous)) * previous

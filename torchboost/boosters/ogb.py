@@ -45,8 +45,10 @@ class OGB(OnlineLinearBooster):
     """Online Gradient Boosting for span(F): Alg. 1 of Beygelzimer et al. (2015).
 
     Prediction (lines 6–10): ``y^0 = 0``, ``y^i = Π_B((1 − σ^i η) y^{i−1} + η A_i(x))``,
-    predict ``y^N``. Update (lines 12–15): learner ``i`` receives the linear loss
-    ``(1/L_B) ∇ℓ(y^{i−1}) · y``, and the shrinkage is learned by projected online gradient descent,
+    predict ``y^N``. Update (lines 12–15): with ``objective="linear"`` learner ``i`` receives the
+    linear loss ``(1/L_B) ∇ℓ(y^{i−1}) · y``; by default it fits the loss itself,
+    ``ℓ(y^{i−1} + A_i(x))`` (Sec. 4.1, :class:`OnlineLinearBooster`). The shrinkage is learned by
+    projected online gradient descent,
     ``σ^i ← clip_[0,1](σ^i + α_t ∇ℓ(y^{i−1}) · y^{i−1})`` with ``α_t = 1 / (L_B B √t)``.
     A mini-batch is one round ``t``; its inner products are averaged over the batch.
 
@@ -56,7 +58,8 @@ class OGB(OnlineLinearBooster):
             in ``[−1, 1]``, and with standardised labels, the default, outputs bounded by
             ``D`` standard deviations; pass ``radius`` for other label scales, in standard
             deviations when the labels are standardised). Every prediction lies in the ball of
-            radius ``B``: the first round whose labels exceed it warns, once.
+            radius ``B``: the first round whose labels exceed it warns, once (standardised
+            labels: beyond ``2B``, see :meth:`_warn_if_labels_exceed_radius`).
         bound, objective, bound_outputs: see :class:`OnlineLinearBooster`.
     """
 
@@ -94,13 +97,13 @@ class OGB(OnlineLinearBooster):
             sums.append(self.projection(shrink[i] * sums[-1] + self.step * h[i]))
         return torch.stack(sums)
 
-    def greedy_steps(self, dtype: torch.dtype) -> Tensor:
+    def greedy_steps(self, like: Tensor) -> float:
         """``α_i = 1``: Friedman's greedy fitting, which Sec. 4.1 cites; line 8 then adds ``η``
         times the fitted output (shrinkage). The booster's own ``α_i = η`` and
         ``y′_i = (1 − σ^i η) y^{i−1}`` ask every learner for ``1/η`` times its residual at
         once, and diverged in a probe (kin40k, 32 learners, one pass: test MSE 2.9 against the
         constant's 1.03; not committed; docs "Defaults")."""
-        return torch.ones(self.n_learners, 1, 1, dtype=dtype, device=self.sigma.device)
+        return 1.0
 
     def greedy_offsets(self, previous: Tensor) -> Tensor:
         """``y′_i = y^{i−1}``: learner ``i`` fits the loss at the partial sum before it."""

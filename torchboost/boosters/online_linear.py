@@ -1,13 +1,13 @@
 """Shared machinery of Beygelzimer et al.'s online gradient boosting (NeurIPS 2015): weak learners
-are online *linear* learners with outputs bounded by ``D``."""
+with outputs bounded by ``D``, shown the linear losses of the analysis or (the default) the loss
+itself at an offset (Sec. 4.1)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.base import Booster
@@ -27,18 +27,22 @@ STANDARDIZED_BOUND = 3.0
 class OnlineLinearBooster(Booster):
     """Base of :class:`~torchboost.OGB` and :class:`~torchboost.ConvexHullOGB`.
 
-    Each learner ``i`` is shown the linear loss ``(1/L) ∇ℓ(y^{i−1}) · A_i(x)`` (Alg. 1 line 13,
-    Alg. 2 line 11), whose descent direction is ``−∇ℓ(y^{i−1})``; that direction is the learner's
-    reported target. ``objective="greedy"`` is Sec. 4.1's "fitting to actual loss functions":
-    learner ``i`` receives an offset ``y′_i`` and a step ``α_i`` fixed in advance
-    (:meth:`greedy_offsets`, :meth:`greedy_steps`) and suffers the loss itself,
-    ``ℓ(y′_i + α_i A_i(x))``, whose gradient with respect to its output is
-    ``α_i ∇ℓ(y′_i + α_i A_i(x))``. Its reported target is ``A_i(x) − ∇ℓ(y′_i + α_i A_i(x)) / α_i``,
-    for the squared loss the minimiser ``(z − y′_i) / α_i``. The paper leaves the offsets and
-    steps to its supplementary Sec. C.1, which is not in the text we have: :class:`OGB` fits the
-    loss at ``y^{i−1}`` with ``α = 1`` (Friedman's greedy fitting, the booster adds ``η`` of it),
-    :class:`ConvexHullOGB` at its own update, ``y′_i = (1 − η_i) y^{i−1}`` and ``α_i = η_i`` (a
-    convex combination needs each learner to predict the label itself).
+    With ``objective="linear"`` each learner ``i`` is shown the linear loss
+    ``(1/L) ∇ℓ(y^{i−1}) · A_i(x)`` (Alg. 1 line 13, Alg. 2 line 11), whose descent direction is
+    ``−∇ℓ(y^{i−1})``; that direction is the learner's reported target. ``objective="greedy"``
+    (the default) is Sec. 4.1's "fitting to actual loss functions": learner ``i`` receives an
+    offset ``y′_i`` and a step ``α_i`` fixed in advance (:meth:`greedy_offsets`,
+    :meth:`greedy_steps`) and suffers the loss itself, ``ℓ(y′_i + α_i A_i(x))``, whose gradient
+    with respect to its output is ``α_i ∇ℓ(y′_i + α_i A_i(x))``. Its reported target is
+    ``A_i(x) − ∇ℓ(y′_i + α_i A_i(x)) / α_i``, for the squared loss the minimiser
+    ``(z − y′_i) / α_i`` (for other losses it moves with the output, so the edges measure a
+    moving target). The learner's loss is ``ℓ`` itself (``½‖·‖²`` for the squared loss), where
+    SGB's learners minimise ``‖target − h‖²``: with plain SGD the same rate moves them half as
+    far. The paper leaves the offsets and steps to its supplementary Sec. C.1, which is not in
+    the text we have: :class:`OGB` fits the loss at ``y^{i−1}`` with ``α = 1`` (Friedman's greedy
+    fitting, the booster adds ``η`` of it), :class:`ConvexHullOGB` at its own update,
+    ``y′_i = (1 − η_i) y^{i−1}`` and ``α_i = η_i`` (a convex combination needs each learner to
+    predict the label itself).
 
     Args:
         bound: ``D``, the bound on ``‖A_i(x)‖``. Learners given as a factory or a list are wrapped
@@ -57,17 +61,21 @@ class OnlineLinearBooster(Booster):
     """
 
     chains_learners = False  # the learners are wrapped in BoundedOutput, not chained learners
+    #: whether ``objective`` was left to the default (boosters pickled before the flag: no)
+    _objective_was_default = False
 
     config_keys = ("bound", "objective")
 
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float | None = None,
-                 objective: LearnerObjective = "greedy", bound_outputs: bool = True,
+                 objective: LearnerObjective | None = None, bound_outputs: bool = True,
                  **kwargs: Any) -> None:
         if bound is None:  # standardised labels have unit variance: cover three deviations
             scaled = kwargs.get("standardize", True) and not get_loss(loss).is_classifier
             bound = STANDARDIZED_BOUND if scaled else 1.0
         if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
             raise ValueError(f"bound D must be a finite number > 0, got {bound!r}")
+        chosen = objective is not None
+        objective = objective if chosen else "greedy"
         if objective not in ("linear", "greedy"):
             raise ValueError(f"objective must be 'linear' or 'greedy', got {objective!r}")
         if bound_outputs and not isinstance(learners, WeakLearners):
@@ -76,6 +84,7 @@ class OnlineLinearBooster(Booster):
         super().__init__(learners, loss, **kwargs)
         self.bound = float(bound)
         self.objective: LearnerObjective = objective
+        self._objective_was_default = not chosen
 
     def config(self) -> dict[str, Any]:
         """:meth:`Booster.config`, and with ``objective="greedy"`` what its learners fit: a
@@ -86,15 +95,44 @@ class OnlineLinearBooster(Booster):
             out["greedy_fit"] = "the loss at an offset, l(y' + a A(x)) (Sec. 4.1)"
         return out
 
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        extra = state_dict.get(prefix + "_extra_state")
+        saved = extra.get("config") if isinstance(extra, dict) else None
+        if (isinstance(saved, dict) and saved.get("objective") == "greedy"
+                and "greedy_fit" not in saved):
+            raise ValueError(
+                "the state was saved when objective='greedy' fitted −∇ℓ(y^{i−1}) by squared "
+                "error, before greedy fitting became Sec. 4.1's loss at an offset (nothing was "
+                "loaded): that objective no longer exists, so the state cannot resume; train a "
+                "new booster (objective='greedy' or 'linear')")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _rule_settings(self) -> tuple[Any, ...]:
+        return *super()._rule_settings(), self.objective
+
+    def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
+        super()._restore_rule_settings(settings[:-1])
+        self.objective = settings[-1]
+
+    def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
+        """Also the default objective before greedy fitting: a state saved by a booster whose
+        learners saw the linear losses, where this booster's objective is the default, resumes
+        with them (checkpoints, pickled estimators); a given objective is never replaced."""
+        super()._adopt_earlier_rule(saved)
+        if self._objective_was_default and saved.get("objective") == "linear":
+            self.objective = "linear"
+
     @property
     def linear_scale(self) -> float:
         """The Lipschitz constant ``L`` dividing the learners' linear losses."""
         raise NotImplementedError
 
-    def greedy_steps(self, dtype: torch.dtype) -> Tensor:
-        """Sec. 4.1's steps ``α_i``, ``(N, 1, 1)``: learner ``i`` suffers
-        ``ℓ(y′_i + α_i A_i(x))`` (:class:`ConvexHullOGB`: its own update; :class:`OGB`: a unit
-        step from ``y^{i−1}``, of which line 8 adds ``η``)."""
+    def greedy_steps(self, like: Tensor) -> Tensor | float:
+        """Sec. 4.1's steps ``α_i``, ``(N, 1, 1)`` in ``like``'s dtype and device, or one number
+        for every learner: learner ``i`` suffers ``ℓ(y′_i + α_i A_i(x))``
+        (:class:`ConvexHullOGB`: its own update; :class:`OGB`: a unit step from ``y^{i−1}``, of
+        which line 8 adds ``η``)."""
         raise NotImplementedError
 
     def greedy_offsets(self, previous: Tensor) -> Tensor:
@@ -106,7 +144,7 @@ class OnlineLinearBooster(Booster):
         target ``A_i(x) − ∇ℓ(y′_i + α_i A_i(x)) / α_i`` of the loss itself (``"greedy"``)."""
         if self.objective == "linear":
             return -self.loss.gradient(partials[:-1], z)
-        steps = self.greedy_steps(h.dtype)
+        steps = self.greedy_steps(h)
         return h - self.loss.gradient(self.greedy_offsets(partials[:-1]) + steps * h, z) / steps
 
     def learner_loss_grad(self, h: Tensor, targets: Tensor) -> Tensor:
@@ -114,7 +152,8 @@ class OnlineLinearBooster(Booster):
         ``−target/(LB)``. ``"greedy"``: ``mean_b ℓ(y′_i + α_i A_i(x_b))``, whose gradient
         ``α_i ∇ℓ(y′_i + α_i A_i) / B`` is ``α_i² (A_i − target) / B``."""
         if self.objective == "greedy":
-            return (h - targets) * (self.greedy_steps(h.dtype).square() / h.shape[1])
+            steps = self.greedy_steps(h)
+            return (h - targets) * (steps * steps / h.shape[1])
         return targets * (-1.0 / (self.linear_scale * h.shape[1]))
 
 

@@ -246,8 +246,7 @@ class StallMonitor(nn.Module):
         return {name: float(flag) for name, flag in zip(SYMPTOMS, self.flagged.tolist(),
                                                         strict=True)}
 
-    def message(self, symptom: str, hint: str,
-                remedy: str = "the step η or the learning rate") -> str:
+    def message(self, symptom: str, hint: str, remedy: str) -> str:
         """The warning's text for ``symptom`` with the last window's numbers, ``hint`` (the
         booster's current learning rate and step) and, when later learners do harm, what to
         lower (``remedy``: the booster's ``_stall_remedy()``)."""
@@ -273,10 +272,10 @@ class StallMonitor(nn.Module):
                 f"{final:.4g}: the later learners make the prediction much worse. Lower "
                 f"{remedy} ({hint})")
 
-    def warn(self, symptoms: list[str], hint: str,
-             remedy: str = "the step η or the learning rate") -> None:
+    def warn(self, symptoms: list[str], hint: str, remedy: str) -> None:
         """One :class:`BoostingStallWarning` per booster: the first time symptoms are
-        confirmed, naming all of them; later ones are only flagged."""
+        confirmed, naming all of them (``hint``, ``remedy``: see :meth:`message`); later ones
+        are only flagged."""
         if self.warned or not symptoms:
             return
         text = "; and ".join(self.message(symptom, hint, remedy) for symptom in symptoms)

@@ -157,7 +157,6 @@ SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "schedule_free")
 
 
-
 @dataclass
 class ExperimentConfig:
     """One comparison run. ``path`` is the data file or folder (``None``: the bundled ABALONE).

@@ -68,9 +68,10 @@ class StumpRegressor(nn.Module):
             * ``SingleLearner`` on squared loss ``½(y − h)²``: 1;
             * ``SGB``, ``StagewiseGB`` (learner loss ``‖target − h‖²``): 2;
             * ``OGB``, ``ConvexHullOGB`` with ``objective="linear"`` (Alg. 1 line 13,
-              Alg. 2 line 11: a loss linear in the output): 0; ``objective="greedy"`` on
-              squared loss (``½(y′ + α h − z)²``): ``α²``, so 1 for ``OGB`` and ``η_i²``
-              for learner ``i`` of ``ConvexHullOGB``.
+              Alg. 2 line 11: a loss linear in the output): 0; ``objective="greedy"`` (their
+              default) on squared loss (``½(y′ + α h − z)²``): ``α²``, so 1 for ``OGB`` and
+              ``η_i² = (2/(i + 1))²`` for learner ``i`` of ``ConvexHullOGB`` (give it a list of
+              learners, each with its own curvature: a factory builds them all alike).
 
             With a loss that is not quadratic in the output (``SingleLearner`` on logistic loss,
             say) the per-feature gradients are a second-order approximation around the selected
