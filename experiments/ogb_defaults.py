@@ -121,6 +121,11 @@ def _job(args: tuple[str, dict[str, Any], int, int, int]) -> dict[str, Any]:
     return guarded(run, args)
 
 
+#: every column, in the order of the tables and the figure
+COLUMNS = ("SingleLearner", "SGB",
+           *(f"{model}/{objective}" for model in BOOSTERS for objective in OBJECTIVES))
+
+
 def label(row: dict[str, Any]) -> str:
     """A run's column: ``OGB/greedy``, ``SGB``, ``SingleLearner``."""
     return row["model"] if row["objective"] is None else f"{row['model']}/{row['objective']}"
@@ -140,8 +145,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                     values.setdefault(label(r), {}).setdefault(r["method"], []).append(r[key])
             stats = {column: {m: {"mean": statistics.fmean(v),
                                   "std": statistics.stdev(v) if len(v) > 1 else 0.0,
-                                  "seeds": len(v)} for m, v in by_method.items()}
-                     for column, by_method in values.items()}
+                                  "seeds": len(v)} for m, v in sorted(values[column].items())}
+                     for column in sorted(values, key=COLUMNS.index)}  # not the runs' order
             constant = next(r["constant"] for r in results
                             if r["stream"] == stream and "constant" in r)  # not a failed run
             cell: dict[str, Any] = {"stats": stats, "constant": constant, "columns": {}}
