@@ -116,3 +116,10 @@ def test_a_river_model_exports_what_it_predicts() -> None:
     tensor = torch.tensor([[x["a"], x["b"]] for x in rows[:10]])
     expected = [model.predict_one(x) for x in rows[:10]]
     assert module(tensor)[:, 0].tolist() == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def test_a_string_for_classes_is_refused_not_split_into_letters() -> None:
+    """SGBClassifier("ogb") reads "ogb" as the classes, which list() would make o, g and b."""
+    with pytest.raises(ValueError, match=r"got the string 'ogb'.*SGBClassifier\(booster='ogb'\)"):
+        SGBClassifier("ogb")
+    assert SGBClassifier(["o", "g", "b"]).classes == ["o", "g", "b"]  # a list of labels is fine

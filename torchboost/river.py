@@ -392,6 +392,9 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                          optimizer, learning_rate, batch_size, seed, device, dtype, n_threads,
                          lr_schedule, chained)
         self.classes = classes
+        if isinstance(classes, str | bytes):  # list("ogb") would be the labels o, g and b
+            raise ValueError(f"classes must list the labels, got the string {classes!r}; the "
+                             f"booster comes second, by name: SGBClassifier(booster={classes!r})")
         labels = [False, True] if classes is None else list(classes)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
