@@ -176,6 +176,20 @@ def test_ogb_greedy_fits_the_loss_at_the_partial_sum_before_it(mode):
     assert scalar_weights(booster) == pytest.approx(expected)
 
 
+def test_greedy_targets_are_clipped_to_the_learners_reach():
+    """D = 0.5, z = .8: the minimisers (z − y'_i)/η_i = .8, .9 and 1.6 are beyond reach, so each
+    learner is pulled to D, with the weight η_i² of its loss."""
+    booster = ConvexHullOGB(linear_learners([[0.6], [-0.3], [0.9]]), "squared", bound=0.5,
+                            bound_outputs=False, **RAW_SGD)
+    x, z = torch.tensor([[1.0]]), torch.tensor([[0.8]])
+    assert booster.plan_round(x, z).targets.flatten().tolist() == [0.5, 0.5, 0.5]
+    booster.learn(x, z.flatten())
+    # gradients eta_i² (h_i − D): 1·(.6 − .5), 4/9·(−.3 − .5), 1/4·(.9 − .5)
+    grads = [0.1, 4 / 9 * -0.8, 0.25 * 0.4]
+    assert scalar_weights(booster) == pytest.approx(
+        [w - 0.1 * g for w, g in zip([0.6, -0.3, 0.9], grads, strict=True)])
+
+
 @pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
 def test_a_state_saved_when_greedy_fitted_the_gradient_is_refused(cls):
     """Before Sec. 4.1's offsets, objective="greedy" fitted −∇ℓ(y^{i−1}) by squared error; such
@@ -219,10 +233,11 @@ def test_a_state_of_the_linear_default_resumes_in_a_default_booster(cls):
 @pytest.mark.parametrize("cls", [OGB, ConvexHullOGB])
 def test_greedy_learners_descend_the_loss_at_their_offsets(cls, loss):
     """The greedy learner's output gradient is autograd's of mean_b ℓ(y'_i + α_i h_i), for any
-    loss; for the squared loss its reported target is the minimiser (z − y'_i)/α_i."""
+    loss, where its target is within reach (a wide bound D here); for the squared loss its
+    reported target is the minimiser (z − y'_i)/α_i."""
     torch.manual_seed(0)
     booster = cls(lambda: torch.nn.Linear(3, 1), loss, n_learners=3, objective="greedy",
-                  standardize=False)
+                  standardize=False, bound=100.0)
     if cls is OGB:  # a learned shrinkage in the offsets
         booster.sigma.fill_(0.4)
     x = torch.randn(5, 3)

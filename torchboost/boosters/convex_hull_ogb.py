@@ -30,10 +30,8 @@ class ConvexHullOGB(OnlineLinearBooster):
         self.register_buffer("steps", 2.0 / (index + 1.0))
 
     def _stall_remedy(self) -> str:
-        asked = (", and its later learners are asked for up to (N + 1)/2 times their residual"
-                 if self.objective == "greedy" else "")
-        return (f"the number of learners (n_learners; ConvexHullOGB's steps η_i = 2/(i + 1) are "
-                f"fixed{asked}), or use OGB or SGB for many learners, or lower the learning rate")
+        return ("the number of learners (n_learners; ConvexHullOGB's steps η_i = 2/(i + 1) are "
+                "fixed), or use OGB or SGB for many learners, or lower the learning rate")
 
     @property
     def linear_scale(self) -> float:
