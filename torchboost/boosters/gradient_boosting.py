@@ -80,6 +80,7 @@ class GradientBoosting(Booster):
     """
 
     config_keys = ("step", "targets", "hessian_floor")
+    rule_attributes = ("step",)  # the uncapped default step, adopted (below)
 
     #: the cap on ``N · η · β`` of the default step (``None``: the paper's step for every N)
     step_budget: float | None = None
@@ -134,13 +135,6 @@ class GradientBoosting(Booster):
         if self.step_budget is None:
             return step
         return min(step, self.step_budget / (n_learners * smoothness))
-
-    def _rule_settings(self) -> tuple[Any, ...]:
-        return *super()._rule_settings(), self.step
-
-    def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
-        super()._restore_rule_settings(settings[:-1])
-        self.step = settings[-1]
 
     def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
         """Also the default step before :attr:`step_budget` capped it: a state saved with the

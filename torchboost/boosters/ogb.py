@@ -14,7 +14,11 @@ from torchboost.losses import Loss
 from torchboost.params import positive_float
 from torchboost.projections import Ball
 
-__all__ = ["OGB", "ogb_radius"]
+__all__ = ["OGB", "STANDARDIZED_WARNING_RADII", "ogb_radius"]
+
+#: With standardised labels, OGB warns of labels out of its reach only beyond this many radii
+#: (:meth:`OGB._warn_if_labels_exceed_radius`).
+STANDARDIZED_WARNING_RADII = 2.0
 
 
 def ogb_radius(loss: Loss, step: float, n_learners: int, bound: float = 1.0) -> float:
@@ -130,7 +134,7 @@ class OGB(OnlineLinearBooster):
         ``2 B``, where most of such a label is out of reach."""
         largest = float(torch.linalg.vector_norm(z, dim=-1).max())
         standardised = self.standardizer is not None
-        if largest > (2.0 if standardised else 1.0) * self.radius:
+        if largest > (STANDARDIZED_WARNING_RADII if standardised else 1.0) * self.radius:
             mean = (" With y0='mean' the label mean is projected onto that ball too."
                     if self.y0_mode == "mean" else "")
             if standardised:

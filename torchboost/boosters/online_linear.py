@@ -64,6 +64,7 @@ class OnlineLinearBooster(Booster):
     _objective_was_default = False
 
     config_keys = ("bound", "objective")
+    rule_attributes = ("objective",)  # the linear losses of the default before, adopted (below)
 
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float | None = None,
                  objective: LearnerObjective | None = None, bound_outputs: bool = True,
@@ -94,25 +95,13 @@ class OnlineLinearBooster(Booster):
             out["greedy_fit"] = "the loss at an offset, l(y' + a A(x)) (Sec. 4.1)"
         return out
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
-                              **kwargs: Any) -> None:
-        extra = state_dict.get(prefix + "_extra_state")
-        saved = extra.get("config") if isinstance(extra, dict) else None
-        if (isinstance(saved, dict) and saved.get("objective") == "greedy"
-                and "greedy_fit" not in saved):
+    def _check_saved_config(self, saved: Mapping[str, Any]) -> None:
+        if saved.get("objective") == "greedy" and "greedy_fit" not in saved:
             raise ValueError(
                 "the state was saved when objective='greedy' fitted −∇ℓ(y^{i−1}) by squared "
                 "error, before greedy fitting became Sec. 4.1's loss at an offset (nothing was "
                 "loaded): that objective no longer exists, so the state cannot resume; train a "
                 "new booster (objective='greedy' or 'linear')")
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    def _rule_settings(self) -> tuple[Any, ...]:
-        return *super()._rule_settings(), self.objective
-
-    def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
-        super()._restore_rule_settings(settings[:-1])
-        self.objective = settings[-1]
 
     def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
         """Also the default objective before greedy fitting: a state saved by a booster whose

@@ -27,6 +27,9 @@ class BoosterState:
     #: attributes that configure the algorithm, saved in the state and compared on loading
     #: (extended by the subclasses)
     config_keys: tuple[str, ...] = ("standardize",)
+    #: plain attributes :meth:`_adopt_earlier_rule` may set from a saved state (each class lists
+    #: its own; put back when the load fails)
+    rule_attributes: tuple[str, ...] = ()
 
     def config(self) -> dict[str, Any]:
         """The booster's configuration, as saved in its ``state_dict``: class, loss (name and
@@ -101,19 +104,29 @@ class BoosterState:
 
     def _rule_settings(self) -> tuple[Any, ...]:
         """What loading may adopt from a state (:meth:`_adopt_earlier_rule`, the learners'
-        loop mode, the stall window): restored when the load fails."""
+        loop mode, the stall window, every class's :attr:`rule_attributes`): restored when the
+        load fails."""
+        names = [n for cls in type(self).__mro__ for n in vars(cls).get("rule_attributes", ())]
         return (self.learners.mode_settings(),
                 None if self.stall is None else self.stall.window,
-                self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas"))
+                self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas"),
+                {name: getattr(self, name) for name in names})
 
     def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
-        mode, window, spec, betas = settings
+        mode, window, spec, betas, attributes = settings
         self.learners.restore_mode(mode)
         if self.stall is not None:
             self.stall.window = window
         if self.learners.optimizers[0].defaults.get("betas") != betas:
             self.learners.adopt_betas(betas)
         self.learners.optimizer_spec = spec
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+    def _check_saved_config(self, saved: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` for a saved configuration that no booster of this class can
+        resume, however it is built (default: none; the comparison with this booster's own
+        configuration follows)."""
 
     def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
         """Resume a state as it was saved where it holds an earlier default rule's value of a
@@ -155,6 +168,7 @@ class BoosterState:
             saved = {**saved, "standardize": False}
             state_dict[prefix + "_extra_state"] = {**extra, "config": saved}
         if saved is not None:  # states saved before configurations were recorded have none
+            self._check_saved_config(saved)
             # what resumes as saved: an auto-stacked container that fell back to the loop, the
             # stall monitor's window (a monitoring setting, not the model), an earlier default
             # rule; adopted only once nothing else differs, so that a refused state (also when
