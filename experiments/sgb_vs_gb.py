@@ -26,7 +26,9 @@ Every method gets the same chances (:func:`torchboost.harness.driver.run_compari
 * **baselines**: ``base`` (one weak learner), ``wide`` (one hidden layer with the ensemble's
   parameters), ``deep`` (a residual network of 3 hidden layers with the ensemble's
   parameters), ``GB`` (gradient targets) and, on classification rows, ``GB_newton`` (the Newton
-  targets of SGB_newton and SGB_learned).
+  targets of SGB_newton and SGB_learned);
+* **online gradient boosting**: ``OGB`` and ``ConvexHullOGB`` (Beygelzimer et al. 2015) at their
+  defaults, with the same learners, compared on their own (never the "best SGB variant").
 
 ``--chained`` runs the same comparison with chained learners (a streaming GrowNet,
 :mod:`torchboost.learners.chained`: SGB's variants and GB chain their learners, the wide and

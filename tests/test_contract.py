@@ -423,7 +423,8 @@ def test_ogb_warns_once_when_labels_exceed_the_radius() -> None:
     # labels in the user's units (the default standardises them, and they fit the ball)
     booster = OGB(lambda: nn.Linear(3, 1), n_learners=4, y0="mean", standardize=False)
     x, y = torch.randn(16, 3), 10 + 0.1 * torch.randn(16)
-    with pytest.warns(UserWarning, match=r"radius B=1.*y0='mean'"):
+    with pytest.warns(UserWarning, match=r"radius B=1 \(the default B assumes labels in "
+                                         r"\[-D, D\], here \[-1, 1\]\).*y0='mean'"):
         booster.learn(x, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

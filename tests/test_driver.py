@@ -102,7 +102,7 @@ def test_driver_runs_every_method_and_writes_the_table_row(tiny_run):
     # compute: 3 units per example for the base learner, 3N for the wide net and SGB*, GB's
     # stage i (0-based) i + 3 per example per epoch; the streaming methods stop at GB's units
     assert methods["base"]["units"] == 3 * methods["base"]["final"]["samples"]
-    for name in ("wide", "deep", "SGB", "SGB_newton", "SGB_learned"):
+    for name in ("wide", "deep", "SGB", "SGB_newton", "SGB_learned", "OGB", "ConvexHullOGB"):
         assert methods[name]["units"] == 9 * methods[name]["final"]["samples"]
     gb = methods["GB"]
     assert gb["units"] == sum(s["epochs"] * n * (i + 3) for i, s in enumerate(gb["stages"]))
@@ -117,7 +117,7 @@ def test_driver_runs_every_method_and_writes_the_table_row(tiny_run):
             assert method["passes"] == config.max_passes
     # parameters: 3 learners of 5*4 + 4 + 4 + 1 = 29; the wide net 3 * 29 - 2; the deep net
     # of 3 hidden layers of width 5 (6*5 + 2*6*5 + 6 = 96, the closest to 85 of any width)
-    assert [methods[m]["params"] for m in run] == [29, 85, 96, 87, 87, 87, 87]
+    assert [methods[m]["params"] for m in run] == [29, 85, 96, 87, 87, 87, 87, 87, 87]
     best = results["best_SGB"]  # chosen on the validation split, not on the test set
     assert methods[best]["val_loss_mean"] == min(
         methods[m]["val_loss_mean"] for m in ("SGB", "SGB_newton", "SGB_learned"))

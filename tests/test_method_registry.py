@@ -3,6 +3,8 @@ driver runs it, records it and compares it as its kind says."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -21,8 +23,11 @@ from torchboost.harness.methods import streaming_variants
 
 def test_the_registry_lists_every_method_once_in_the_tables_order():
     assert list(METHODS) == ["base", "wide", "deep", "GB", "GB_newton", "SGB", "SGB_newton",
-                             "SGB_learned"]
-    assert streaming_variants() == ("SGB", "SGB_newton", "SGB_learned")
+                             "SGB_learned", "OGB", "ConvexHullOGB"]
+    assert streaming_variants() == ("SGB", "SGB_newton", "SGB_learned")  # never OGB
+    assert [m for m, spec in METHODS.items() if spec.kind == "online"] == ["OGB",
+                                                                           "ConvexHullOGB"]
+    assert [m for m, spec in METHODS.items() if not spec.chains] == ["OGB", "ConvexHullOGB"]
     assert [METHODS[m].kind for m in ("base", "wide", "deep", "GB", "GB_newton")] == [
         "single", "single", "single", "stagewise", "stagewise"]
     assert [m for m, spec in METHODS.items() if spec.newton] == ["GB_newton", "SGB_newton"]
@@ -73,3 +78,42 @@ def test_the_sgb_variants_run_at_the_papers_step_for_every_n(loss, n, config_ste
     assert {name: METHODS[name].build(inputs).step for name in steps} == steps
     learned = METHODS["SGB_learned"].build(inputs)  # learned steps start at the paper's ½
     assert float(learned.steps(n)[0]) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("loss", "bound"), [("squared", 3.0), ("logistic", 1.0)])
+def test_ogb_methods_run_at_their_defaults_with_the_bound_of_standardised_labels(loss, bound):
+    """OGB and ConvexHullOGB as a user gets them (greedy fitting, OGB's paper step and radius),
+    on the driver's standardised labels: the bound their own standardisation would choose
+    (STANDARDIZED_BOUND = 3 standard deviations), the papers' 1 for a classifier."""
+    from torchboost import OGB, ConvexHullOGB
+    from torchboost.boosters.ogb import ogb_radius
+    from torchboost.harness.methods import MethodInputs
+
+    config = ExperimentConfig(name="ogb", dataset="synthetic", loss=loss, n_learners=8,
+                              learner=LearnerConfig(hidden=4))
+    inputs = MethodInputs(config, lambda: torch.nn.Linear(3, 1), lambda: torch.nn.Linear(3, 1),
+                          None, 1, {"standardize": False}, None, True)
+    ogb, hull = METHODS["OGB"].build(inputs), METHODS["ConvexHullOGB"].build(inputs)
+    assert (type(ogb), type(hull)) == (OGB, ConvexHullOGB)
+    assert ogb.bound == hull.bound == bound and ogb.objective == hull.objective == "greedy"
+    assert ogb.step == pytest.approx(math.log(8) / 8)
+    assert ogb.radius == pytest.approx(ogb_radius(ogb.loss, ogb.step, 8, bound))
+
+
+def test_online_methods_are_compared_on_their_own_and_skipped_where_learners_chain(tmp_path):
+    """An online method is recorded like a streaming variant (anytime curve, edges) but never
+    picked as the best SGB variant; a chained comparison skips it, saying why."""
+    config = ExperimentConfig(name="tiny", dataset="synthetic", n_learners=3, lr=0.02,
+                              batch_size=48, learner=LearnerConfig(hidden=4),
+                              methods=["SGB", "OGB"], max_passes=1, min_passes=1,
+                              eval_points=4)
+    data = synthetic_regression(n=600, d=5, seed=0)
+    results = run_comparison(config, tmp_path / "plain", progress=False, dataset=data)
+    ogb = results["methods"]["OGB"]
+    assert len(ogb["anytime"]) == 4 and len(ogb["edges"]) == 3
+    assert ogb["final"]["mse"] < ogb["curve"][0]["mse"]
+    assert results["best_SGB"] == "SGB"
+    config.learner = LearnerConfig(hidden=4, chained=True)
+    chained = run_comparison(config, tmp_path / "chained", progress=False, dataset=data)
+    assert list(chained["methods"]) == ["SGB"]
+    assert chained["skipped"] == {"OGB": "OGB does not chain its learners"}

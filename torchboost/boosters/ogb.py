@@ -145,8 +145,9 @@ class OGB(OnlineLinearBooster):
             else:
                 reach = (f"labels reach norm {largest:.4g} but every prediction is confined to "
                          f"the ball of radius B={self.radius:.4g} (the default B assumes labels "
-                         "in [-1, 1]). Pass radius= at least the label scale, or standardise "
-                         "the labels (standardize=True).")
+                         f"in [-D, D], here [-{self.bound:g}, {self.bound:g}]). Pass radius= at "
+                         "least the label scale, or standardise the labels "
+                         "(standardize=True).")
             warnings.warn(f"OGB: {reach}{mean}", stacklevel=5)
             self._radius_warned = True  # after the warning: one turned into an error (-W
             # error) rolls the round back and leaves the booster as it was

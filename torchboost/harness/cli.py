@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="torchboost", description="Deep online boosting.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="SGB and its variants vs stagewise GB, the base learner, a wide and a deep "
-                     "net on the bundled ABALONE data, each run to convergence")
+        "demo", help="SGB and its variants, OGB and ConvexHullOGB vs stagewise GB, the base "
+                     "learner, a wide and a deep net on the bundled ABALONE data, each run to "
+                     "convergence")
     demo.add_argument("--out", type=Path, default=Path("runs/demo"))
     demo.add_argument("--max-passes", type=_positive, default=DEMO["max_passes"],
                       help="at most this many passes over the training rows per streaming "

@@ -27,7 +27,12 @@ library's schedule-free default):
   regression loss they are the gradient targets);
 * ``SGB`` — the paper: gradient targets, fixed step; ``SGB_newton`` — ``targets="newton"``;
   ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
-  without a Hessian). A method that does not apply is skipped with the reason (``skipped``).
+  without a Hessian);
+* ``OGB``, ``ConvexHullOGB`` — online gradient boosting (Beygelzimer et al. 2015, Alg. 1 and 2)
+  at its defaults, its learners bounded by the standardised labels' ``D``
+  (:mod:`torchboost.harness.methods`); recorded like the SGB variants, never picked as one.
+
+A method that does not apply is skipped with the reason (``skipped``).
 
 **Seeding.** Every booster is built with the torch RNG seeded by its run's seed ``s``; pass (or
 GB epoch) ``p`` visits the training rows in the order of seed ``10007·s + p``. The rate is
@@ -196,6 +201,8 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
             skipped[name] = "a regression loss: its Newton targets are its gradient targets"
         elif name == "deep" and deep is None:
             skipped[name] = "a linear learner has no deep counterpart"
+        elif learner.chained and not METHODS[name].chains:
+            skipped[name] = f"{name} does not chain its learners"
     builders = {m: builder(m) for m in config.methods if m not in skipped}
     return builders, skipped
 
@@ -434,11 +441,11 @@ class _MethodRun:
         out = {**_summary(callback.history, time.perf_counter() - started, data, self.squared),
                "passes": round(booster.samples_seen / len(data.x_train), 4),
                "stop_reason": callback.stop_reason, "params": parameter_count(booster)}
-        if METHODS[name].kind == "streaming":
+        if METHODS[name].kind in ("streaming", "online"):
             anytime = [callback.evaluator.scores(booster, n_learners=0), *callback.anytime]
             out["anytime"] = [data.loss_scale * s["loss"] for s in anytime]
             out["edges"] = booster.edges().tolist()
-            if booster.step_rule is not None:
+            if getattr(booster, "step_rule", None) is not None:
                 out["steps"] = booster.step_rule.steps().tolist()
         return out
 

@@ -4,11 +4,15 @@ how the driver treats it (module docstring of :mod:`torchboost.harness.driver`).
 * ``single`` — one module trained on the loss (the base learner, the wide and the deep network);
 * ``stagewise`` — stagewise GB, trained stage by stage;
 * ``streaming`` — a streaming boosting variant: the driver records its anytime curve, and the
-  best of them on the validation split is compared with GB.
+  best of them on the validation split is compared with GB;
+* ``online`` — another streaming booster (OGB, ConvexHullOGB): run and recorded like the
+  streaming variants, anytime curve included, and compared on its own (never picked as the
+  best SGB variant).
 
 The boosters chain their learners where the configuration's learner says so
-(``LearnerConfig.chained``; for stagewise GB this is GrowNet proper). Adding a method is one
-:func:`register_method` call.
+(``LearnerConfig.chained``; for stagewise GB this is GrowNet proper); a method whose booster
+cannot (``chains=False``) is skipped there. Adding a method is one :func:`register_method`
+call.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from torchboost.boosters import SGB, Booster, SingleLearner, StagewiseGB
+from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, SingleLearner, StagewiseGB
 from torchboost.boosters.gradient_boosting import paper_step
+from torchboost.boosters.online_linear import STANDARDIZED_BOUND, OnlineLinearBooster
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.losses import get_loss
 from torchboost.registries import add
@@ -48,14 +53,17 @@ class MethodInputs:
 class MethodSpec:
     """One method: its ``name``, ``kind`` (module docstring), its ``build`` from
     :class:`MethodInputs`, whether it needs Newton targets (``newton``: skipped, with the
-    reason, for a loss without a Hessian) and whether it runs on classification losses only
-    (``classification``: a twin of another method on regression losses)."""
+    reason, for a loss without a Hessian), whether it runs on classification losses only
+    (``classification``: a twin of another method on regression losses) and whether it runs
+    with chained learners (``chains``: else skipped, with the reason, where the configuration
+    chains them)."""
 
     name: str
-    kind: Literal["single", "stagewise", "streaming"]
+    kind: Literal["single", "stagewise", "streaming", "online"]
     build: Callable[[MethodInputs], Booster]
     newton: bool = False
     classification: bool = False
+    chains: bool = True
 
 
 #: Every method, in the tables' order (:func:`register_method` adds one).
@@ -111,3 +119,21 @@ register_method(MethodSpec("SGB_newton", "streaming",
 # Newton targets where the loss has a Hessian, and learned steps
 register_method(MethodSpec("SGB_learned", "streaming", lambda i: _sgb(
     i, step="learned", targets="newton" if i.hessian else "gradient")))
+
+
+def _online(cls: type[OnlineLinearBooster]) -> Callable[[MethodInputs], Booster]:
+    """OGB or ConvexHullOGB at its defaults (greedy fitting; OGB's step and radius from the
+    paper), learners bounded by :data:`STANDARDIZED_BOUND` on a regression loss: the driver
+    standardises the labels beforehand (``standardize=False``), where the boosters would choose
+    that bound themselves on their own standardisation."""
+    def build(i: MethodInputs) -> Booster:
+        bound = None if get_loss(i.config.loss).is_classifier else STANDARDIZED_BOUND
+        return cls(i.factory, i.config.loss, n_learners=i.config.n_learners, bound=bound,
+                   lr_scheduler=i.schedule, **i.common)
+    return build
+
+
+# Online Gradient Boosting (Beygelzimer et al. 2015): Alg. 1 over span(F), Alg. 2 over its
+# convex hull; their learners are bounded, not chained
+register_method(MethodSpec("OGB", "online", _online(OGB), chains=False))
+register_method(MethodSpec("ConvexHullOGB", "online", _online(ConvexHullOGB), chains=False))
