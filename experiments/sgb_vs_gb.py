@@ -185,6 +185,7 @@ def markdown(rows: list[dict]) -> str:
             cells = [_glance(r, m, suffix, m == low) for m in shown]
             out.append(f"| {r['data']} | {regime} | " + " | ".join(cells[:3])
                        + f" | {cells[3]} ({gb}) | {cells[4]} ({best}) |")
+    out.extend(online_glance(rows))
     for suffix, title in (("_one_pass", "One pass (every row read once)"),
                           ("", "The multi-pass budget")):
         out.append(f"\n{title}: final test metric, mean ± sd over seeds (bold: lowest mean)\n")
@@ -206,6 +207,30 @@ def markdown(rows: list[dict]) -> str:
     out.append("\nRates still at an edge of the extended grid: "
                + ("; ".join(edges) if edges else "none") + ".\n")
     return "\n".join(out)
+
+
+def online_glance(rows: list[dict]) -> list[str]:
+    """The glance table of the online boosters (OGB, ConvexHullOGB) against the base learner,
+    the networks and the best SGB variant, per stream and regime (bold: the lowest mean of the
+    row); no lines where none of them ran."""
+    online = [m for m, spec in METHODS.items() if spec.kind == "online"]
+    if not any(r.get(f"{m}{suffix}") is not None for r in rows for m in online
+               for suffix in ("", "_one_pass")):
+        return []
+    out = ["\nOnline gradient boosting at its defaults against the same baselines and the best "
+           "SGB variant (bold: lowest mean of the row)\n",
+           "| data | regime | base learner | wide net | deep net | best SGB variant | "
+           + " | ".join(online) + " |", "|---" * (len(online) + 6) + "|"]
+    for r in rows:
+        for suffix, regime in (("_one_pass", "1 pass"), ("", f"{r['passes']} passes")):
+            best = r[f"best_SGB{suffix}"]
+            shown = ["base", "wide", "deep", best, *online]
+            low = min((m for m in shown if r.get(f"{m}{suffix}") is not None),
+                      key=lambda m: r[f"{m}{suffix}"])
+            cells = [_glance(r, m, suffix, m == low) for m in shown]
+            cells[3] += f" ({best})"
+            out.append(f"| {r['data']} | {regime} | " + " | ".join(cells) + " |")
+    return out
 
 
 def _glance(r: dict, m: str, suffix: str, bold: bool) -> str:

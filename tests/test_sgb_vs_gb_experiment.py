@@ -111,3 +111,23 @@ def test_the_chained_versus_table_takes_each_column_from_its_comparison():
     assert row["base"] == 264.0
     assert "| pol | 1 pass | 264 ± 26 | 70 ± 7 | 38 ± 3.8 | 50 ± 5 | 52 ± 5.2 | **10 ± 1** |" \
         in markdown
+
+
+def test_online_boosting_gets_its_own_glance_table_next_to_the_best_sgb_variant():
+    sys.path.insert(0, str(EXPERIMENTS))
+    import sgb_vs_gb
+    sys.path.remove(str(EXPERIMENTS))
+    try:
+        values = {"base": 264.0, "wide": 52.0, "deep": 10.0, "GB": 111.0, "SGB": 70.0,
+                  "SGB_newton": 77.0, "OGB": 80.0, "ConvexHullOGB": 9.0}
+        lines = sgb_vs_gb.online_glance([_row("pol", values, best="SGB")])
+        plain = {m: v for m, v in values.items() if m not in ("OGB", "ConvexHullOGB")}
+        none = sgb_vs_gb.online_glance([_row("pol", plain, best="SGB")])
+    finally:
+        sys.modules.pop("sgb_vs_gb", None)
+    assert lines[1:3] == ["| data | regime | base learner | wide net | deep net | best SGB "
+                          "variant | OGB | ConvexHullOGB |", "|---|---|---|---|---|---|---|---|"]
+    assert lines[3:] == [
+        "| pol | 1 pass | 264 ± 26 | 52 ± 5.2 | 10 ± 1 | 70 ± 7 (SGB) | 80 ± 8 | **9 ± 0.9** |",
+        "| pol | 5 passes | 264 ± 26 | 52 ± 5.2 | 10 ± 1 | 70 ± 7 (SGB) | 80 ± 8 | **9 ± 0.9** |"]
+    assert none == []  # a table without them has none
