@@ -1,5 +1,5 @@
-"""SGB and its variants against stagewise GB, the base learner, a wide and a deep network, in a
-comparison a sceptic accepts: the SGB paper's Table 1 with honest baselines.
+"""SGB and its variants, OGB and ConvexHullOGB against stagewise GB, the base learner, a wide and
+a deep network, in a comparison a sceptic accepts: the SGB paper's Table 1 with honest baselines.
 
     python experiments/sgb_vs_gb.py                      # every data set available here
     python experiments/sgb_vs_gb.py --datasets abalone adult --quick   # smoke run, into quick/

@@ -80,11 +80,15 @@ def test_the_sgb_variants_run_at_the_papers_step_for_every_n(loss, n, config_ste
     assert float(learned.steps(n)[0]) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize(("loss", "bound"), [("squared", 3.0), ("logistic", 1.0)])
-def test_ogb_methods_run_at_their_defaults_with_the_bound_of_standardised_labels(loss, bound):
+@pytest.mark.parametrize(("loss", "standardized", "bound"), [
+    ("squared", True, 3.0), ("absolute", True, 3.0), ("huber", False, 1.0),
+    ("logistic", False, 1.0)])
+def test_ogb_methods_run_at_their_defaults_with_the_bound_of_standardised_labels(
+        loss, standardized, bound):
     """OGB and ConvexHullOGB as a user gets them (greedy fitting, OGB's paper step and radius),
-    on the driver's standardised labels: the bound their own standardisation would choose
-    (STANDARDIZED_BOUND = 3 standard deviations), the papers' 1 for a classifier."""
+    on the driver's standardised labels the bound their own standardisation would choose
+    (STANDARDIZED_BOUND = 3 standard deviations); on labels it left alone (huber loss, a
+    classifier) the papers' 1."""
     from torchboost import OGB, ConvexHullOGB
     from torchboost.boosters.ogb import ogb_radius
     from torchboost.harness.methods import MethodInputs
@@ -92,7 +96,7 @@ def test_ogb_methods_run_at_their_defaults_with_the_bound_of_standardised_labels
     config = ExperimentConfig(name="ogb", dataset="synthetic", loss=loss, n_learners=8,
                               learner=LearnerConfig(hidden=4))
     inputs = MethodInputs(config, lambda: torch.nn.Linear(3, 1), lambda: torch.nn.Linear(3, 1),
-                          None, 1, {"standardize": False}, None, True)
+                          None, 1, {"standardize": False}, None, True, standardized)
     ogb, hull = METHODS["OGB"].build(inputs), METHODS["ConvexHullOGB"].build(inputs)
     assert (type(ogb), type(hull)) == (OGB, ConvexHullOGB)
     assert ogb.bound == hull.bound == bound and ogb.objective == hull.objective == "greedy"
@@ -117,3 +121,7 @@ def test_online_methods_are_compared_on_their_own_and_skipped_where_learners_cha
     chained = run_comparison(config, tmp_path / "chained", progress=False, dataset=data)
     assert list(chained["methods"]) == ["SGB"]
     assert chained["skipped"] == {"OGB": "OGB does not chain its learners"}
+    config.methods = ["OGB"]  # nothing left to run: said, not a StopIteration
+    with pytest.raises(ValueError, match="no method of \\['OGB'\\] applies here: OGB: OGB "
+                                         "does not chain its learners"):
+        run_comparison(config, tmp_path / "none", progress=False, dataset=data)

@@ -1,7 +1,8 @@
-"""The research harness: the comparison driver that runs SGB and its variants against stagewise
-GB, the base learner and a wide network at equal compute; its configurations and data-set
-registry; stopping rules; stagewise GB on the unit schedule; figures; the ``torchboost``
-command. Built on :mod:`torchboost.lightning`, which is the Lightning integration only.
+"""The research harness: the comparison driver that runs SGB and its variants, OGB and
+ConvexHullOGB against stagewise GB, the base learner, a wide and a deep network at equal
+compute; its configurations and data-set registry; stopping rules; stagewise GB on the unit
+schedule; figures; the ``torchboost`` command. Built on :mod:`torchboost.lightning`, which is
+the Lightning integration only.
 
 * :data:`METHODS`, :func:`register_method` (:mod:`.methods`) — one registry entry per method;
 * :func:`run_comparison` (:mod:`.driver`) — every configured method to its budget, evaluated

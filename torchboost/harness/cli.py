@@ -27,15 +27,15 @@ def format_summary(results: dict[str, Any]) -> str:
     seeds = config.get("seeds", 1)
     lines = [f"{config['name']}: N = {config['n_learners']} learners, loss = {config['loss']}"
              + (f", mean ± sd over {seeds} seeds" if seeds > 1 else ""),
-             f"{'method':<12}{'test ' + metric:>14}{'± sd' if seeds > 1 else '':>9}"
+             f"{'method':<14}{'test ' + metric:>14}{'± sd' if seeds > 1 else '':>9}"
              f"{'compute units':>16}{'wall s':>9}{'passes':>8}  {'stopped by':<11}{'params':>9}"]
     for name, method in results["methods"].items():
         spread = f"{method['std']:>9.4f}" if seeds > 1 else f"{'':>9}"
-        lines.append(f"{name:<12}{method['mean']:>14.4f}{spread}{method['units']:>16,.0f}"
+        lines.append(f"{name:<14}{method['mean']:>14.4f}{spread}{method['units']:>16,.0f}"
                      f"{method['wall_seconds']:>9.1f}{method['passes']:>8.4g}  "
                      f"{method['stop_reason']:<11}{method['params']:>9,}")
     for name, why in results.get("skipped", {}).items():
-        lines.append(f"{name:<12}skipped: {why}")
+        lines.append(f"{name:<14}skipped: {why}")
     best, reach = results["best_SGB"], results["units_SGB_to_GB_final"]
     if best is not None and "GB" in results["methods"]:
         lines.append(f"{best} (best SGB variant) reaches GB's final {metric} after "

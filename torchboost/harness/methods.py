@@ -37,7 +37,8 @@ class MethodInputs:
     the options every method shares (``common``: outputs, ``y0``, the optimizer and its rate,
     the fan-in rule, ``standardize=False`` on data standardised beforehand), its schedule, and
     whether the loss has a Hessian. ``deep_factory`` builds the deep baseline (``None`` where
-    the learner has no deep counterpart)."""
+    the learner has no deep counterpart); ``labels_standardized``: the driver standardised the
+    labels beforehand (regression under squared or absolute loss)."""
 
     config: Any
     factory: Callable[[], Any]
@@ -47,6 +48,7 @@ class MethodInputs:
     common: dict[str, Any]
     schedule: LRSchedulerFactory | None
     hessian: bool
+    labels_standardized: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,11 +125,12 @@ register_method(MethodSpec("SGB_learned", "streaming", lambda i: _sgb(
 
 def _online(cls: type[OnlineLinearBooster]) -> Callable[[MethodInputs], Booster]:
     """OGB or ConvexHullOGB at its defaults (greedy fitting; OGB's step and radius from the
-    paper), learners bounded by :data:`STANDARDIZED_BOUND` on a regression loss: the driver
-    standardises the labels beforehand (``standardize=False``), where the boosters would choose
-    that bound themselves on their own standardisation."""
+    paper) but for the driver's shared settings (``y0="mean"``, the optimizer): learners
+    bounded by :data:`STANDARDIZED_BOUND` where the driver standardised the labels beforehand
+    (``standardize=False``), the bound the boosters choose on their own standardisation; else
+    their default."""
     def build(i: MethodInputs) -> Booster:
-        bound = None if get_loss(i.config.loss).is_classifier else STANDARDIZED_BOUND
+        bound = STANDARDIZED_BOUND if i.labels_standardized else None
         return cls(i.factory, i.config.loss, n_learners=i.config.n_learners, bound=bound,
                    lr_scheduler=i.schedule, **i.common)
     return build
