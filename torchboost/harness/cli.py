@@ -14,8 +14,8 @@ from torchboost.lightning.module import quiet_streaming_notices
 __all__ = ["DEMO", "DEMO_DIFFERS", "format_summary", "main"]
 
 #: ``torchboost demo``'s settings on ABALONE (3,383 training rows after the validation split),
-#: about 25 seconds on 2 CPU cores: GB stages of at most 8 epochs, at
-#: most 20 passes per streaming method.
+#: about 40 seconds on 2 CPU cores: GB stages of at most 8 epochs, at most 20 passes per
+#: streaming method.
 DEMO: dict[str, Any] = {"gb_max_epochs": 8, "max_passes": 20, "eval_points": 30}
 
 
