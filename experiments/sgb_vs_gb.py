@@ -32,7 +32,8 @@ Every method gets the same chances (:func:`torchboost.harness.driver.run_compari
 
 ``--chained`` runs the same comparison with chained learners (a streaming GrowNet,
 :mod:`torchboost.learners.chained`: SGB's variants and GB chain their learners, the wide and
-deep networks get the chained ensemble's parameter count) into ``results/sgb_vs_gb_chained``.
+deep networks get the chained ensemble's parameter count; OGB and ConvexHullOGB, whose learners
+do not chain, are skipped) into ``results/sgb_vs_gb_chained``.
 
 Fitting the budget of a few hours on 2 cores (run two data sets at a time, one thread each):
 every stream is capped at ``--max-train`` training rows (the row's ``train_rows``).
@@ -49,6 +50,7 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,7 @@ import torch
 from torchboost.harness import DATASETS, METHODS, ExperimentConfig
 from torchboost.harness.cli import format_summary
 from torchboost.harness.driver import run_comparison
-from torchboost.harness.methods import streaming_variants
+from torchboost.harness.methods import methods_of_kind, streaming_variants
 from torchboost.lightning.module import quiet_streaming_notices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,21 +172,17 @@ def table_row(name: str, results: dict[str, dict[str, dict]]) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table: mean ± sd of the final test metric per method, one pass and the budget."""
+    """The tables: at a glance (the best SGB variant, GB with its targets, the base learner and
+    the networks; the online boosters, :func:`online_glance`), then mean ± sd of the final test
+    metric of every method, one pass and the budget, and every method's chosen optimizer and
+    rate."""
     out = ["At a glance: the best SGB variant (chosen on validation) against GB with its targets "
            "and the networks it replaces, mean ± sd over seeds (bold: lowest mean of the five)\n",
            "| data | regime | base learner | wide net | deep net | GB, same targets | "
            "best SGB variant |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        for suffix, regime in (("_one_pass", "1 pass"), ("", f"{r['passes']} passes")):
-            best, gb = r[f"best_SGB{suffix}"], r[f"GB_like_best_SGB{suffix}"]
-            shown = ["base", "wide", "deep", gb, best]
-            low = min((m for m in shown if r.get(f"{m}{suffix}") is not None),
-                      key=lambda m: r[f"{m}{suffix}"])
-
-            cells = [_glance(r, m, suffix, m == low) for m in shown]
-            out.append(f"| {r['data']} | {regime} | " + " | ".join(cells[:3])
-                       + f" | {cells[3]} ({gb}) | {cells[4]} ({best}) |")
+    out.extend(_glance_rows(rows, lambda r, suffix: [
+        ("base", False), ("wide", False), ("deep", False),
+        (r[f"GB_like_best_SGB{suffix}"], True), (r[f"best_SGB{suffix}"], True)]))
     out.extend(online_glance(rows))
     for suffix, title in (("_one_pass", "One pass (every row read once)"),
                           ("", "The multi-pass budget")):
@@ -213,22 +211,32 @@ def online_glance(rows: list[dict]) -> list[str]:
     """The glance table of the online boosters (OGB, ConvexHullOGB) against the base learner,
     the networks and the best SGB variant, per stream and regime (bold: the lowest mean of the
     row); no lines where none of them ran."""
-    online = [m for m, spec in METHODS.items() if spec.kind == "online"]
+    online = methods_of_kind("online")
     if not any(r.get(f"{m}{suffix}") is not None for r in rows for m in online
                for suffix in ("", "_one_pass")):
         return []
-    out = ["\nOnline gradient boosting at its defaults against the same baselines and the best "
-           "SGB variant (bold: lowest mean of the row)\n",
-           "| data | regime | base learner | wide net | deep net | best SGB variant | "
-           + " | ".join(online) + " |", "|---" * (len(online) + 6) + "|"]
+    return ["\nOnline gradient boosting at its defaults against the same baselines and the best "
+            "SGB variant (bold: lowest mean of the row)\n",
+            "| data | regime | base learner | wide net | deep net | best SGB variant | "
+            + " | ".join(online) + " |", "|---" * (len(online) + 6) + "|",
+            *_glance_rows(rows, lambda r, suffix: [
+                ("base", False), ("wide", False), ("deep", False),
+                (r[f"best_SGB{suffix}"], True), *((m, False) for m in online)])]
+
+
+def _glance_rows(rows: list[dict],
+                 columns: Callable[[dict, str], list[tuple[str, bool]]]) -> list[str]:
+    """One table line per stream and regime: the mean ± sd of each method of
+    ``columns(row, suffix)`` (``(method, named)``: a named cell says which method it is), the
+    lowest mean in bold."""
+    out = []
     for r in rows:
         for suffix, regime in (("_one_pass", "1 pass"), ("", f"{r['passes']} passes")):
-            best = r[f"best_SGB{suffix}"]
-            shown = ["base", "wide", "deep", best, *online]
-            low = min((m for m in shown if r.get(f"{m}{suffix}") is not None),
+            shown = columns(r, suffix)
+            low = min((m for m, _ in shown if r.get(f"{m}{suffix}") is not None),
                       key=lambda m: r[f"{m}{suffix}"])
-            cells = [_glance(r, m, suffix, m == low) for m in shown]
-            cells[3] += f" ({best})"
+            cells = [_glance(r, m, suffix, m == low) + (f" ({m})" if named else "")
+                     for m, named in shown]
             out.append(f"| {r['data']} | {regime} | " + " | ".join(cells) + " |")
     return out
 

@@ -452,6 +452,49 @@ def test_ogb_on_standardised_labels_warns_only_beyond_twice_its_radius() -> None
         OGB(lambda: nn.Linear(3, 1), n_learners=4).learn(torch.randn(64, 3), y)
 
 
+
+def test_ogb_told_its_labels_are_standardised_warns_as_if_it_had_standardised_them() -> None:
+    """Labels standardised by the user (standardize=False, standardized_labels=True) get the
+    bound and the radius warning of the booster's own standardisation: D = 3, and a label at 4
+    standard deviations does not warn; without the flag it warns, B = 1."""
+    import warnings
+
+    from torchboost import ConvexHullOGB
+    from torchboost.boosters.online_linear import STANDARDIZED_BOUND
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 3), torch.randn(64)
+    y[0] = 4.0
+    told = OGB(lambda: nn.Linear(3, 1), n_learners=4, standardize=False,
+               standardized_labels=True)
+    assert (told.bound, told.radius) == (STANDARDIZED_BOUND, 3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        told.learn(x, y)
+    untold = OGB(lambda: nn.Linear(3, 1), n_learners=4, standardize=False)
+    assert untold.bound == 1.0
+    with pytest.warns(UserWarning, match=r"labels reach norm 4 but .* radius B=1 "):
+        untold.learn(x, y)
+    assert ConvexHullOGB(lambda: nn.Linear(3, 1), n_learners=2, standardize=False,
+                         standardized_labels=True).bound == STANDARDIZED_BOUND
+    # a booster pickled before the flag has none: read as whether it standardises itself
+    default = OGB(lambda: nn.Linear(3, 1), n_learners=4)
+    for booster, own in ((told, False), (default, True)):
+        del booster.standardized_labels
+        assert booster._labels_in_deviations() is own
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"standardized_labels": "yes", "standardize": False},
+     "standardized_labels must be True or False, got 'yes'"),
+    ({"standardized_labels": True, "standardize": False, "loss": "logistic"},
+     "standardized_labels=True needs a regression loss"),
+    ({"standardized_labels": False}, "standardized_labels=False contradicts standardize=True")])
+def test_ogb_standardized_labels_is_checked(options, message) -> None:
+    loss = options.pop("loss", "squared")
+    with pytest.raises(ValueError, match=message):
+        OGB(lambda: nn.Linear(3, 1), loss, n_learners=4, **options)
+
 # --- item 12: corrupted checkpoints are named, latest_checkpoint skips them ----------------------
 def test_corrupted_checkpoints_are_named_and_skipped(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os

@@ -102,6 +102,23 @@ def test_ogb_methods_run_at_their_defaults_with_the_bound_of_standardised_labels
     assert ogb.bound == hull.bound == bound and ogb.objective == hull.objective == "greedy"
     assert ogb.step == pytest.approx(math.log(8) / 8)
     assert ogb.radius == pytest.approx(ogb_radius(ogb.loss, ogb.step, 8, bound))
+    assert ogb.standardized_labels is hull.standardized_labels is standardized
+
+
+@pytest.mark.parametrize(("loss", "standardized", "bound"), [("squared", True, 3.0),
+                                                             ("huber", False, 1.0)])
+def test_the_driver_tells_ogb_whether_it_standardised_the_labels(loss, standardized, bound):
+    """From the data to the booster: the driver standardises regression labels under squared
+    (and absolute) loss only, and the OGB it builds knows it."""
+    from torchboost.harness.driver import make_boosters, prepare_data
+
+    config = ExperimentConfig(name="ogb", dataset="synthetic", loss=loss, n_learners=3,
+                              learner=LearnerConfig(hidden=4), methods=["OGB", "ConvexHullOGB"])
+    data = prepare_data(config, synthetic_regression(n=200, d=3, seed=0))
+    assert data.labels_standardized is standardized
+    boosters = make_boosters(config, data)
+    assert [b.bound for b in boosters.values()] == [bound, bound]
+    assert all(b.standardized_labels is standardized for b in boosters.values())
 
 
 def test_online_methods_are_compared_on_their_own_and_skipped_where_learners_chain(tmp_path):

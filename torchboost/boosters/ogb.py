@@ -133,7 +133,7 @@ class OGB(OnlineLinearBooster):
         kin40k: radius 6 or 100 moved test MSE by under 2 %, a probe): they warn only beyond
         ``2 B``, where most of such a label is out of reach."""
         largest = float(torch.linalg.vector_norm(z, dim=-1).max())
-        standardised = self.standardizer is not None
+        standardised = self._labels_in_deviations()
         if largest > (STANDARDIZED_WARNING_RADII if standardised else 1.0) * self.radius:
             mean = (" With y0='mean' the label mean is projected onto that ball too."
                     if self.y0_mode == "mean" else "")

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torchboost.boosters.base import Booster
 from torchboost.learners import BoundedOutput, WeakLearners
 from torchboost.losses import get_loss
+from torchboost.params import flag
 
 __all__ = ["STANDARDIZED_BOUND", "LearnerObjective", "OnlineLinearBooster"]
 
@@ -49,7 +50,12 @@ class OnlineLinearBooster(Booster):
             in :class:`~torchboost.learners.BoundedOutput` (``D·tanh``) unless
             ``bound_outputs=False``; a ready :class:`WeakLearners` is used as it is. Default
             1 (the papers' labels in ``[−1, 1]``), or :data:`STANDARDIZED_BOUND` for a
-            regression loss whose labels are standardised (``standardize=True``, the default).
+            regression loss whose labels are standardised (``standardized_labels``).
+        standardized_labels: whether the regression labels are in standard deviations, which
+            sets the default ``bound`` and when OGB warns that labels exceed its radius. Default:
+            whether the booster standardises them itself (``standardize=True``, the default,
+            and a regression loss); pass ``True`` with ``standardize=False`` for labels you
+            standardised beforehand.
         objective: ``"greedy"`` (Sec. 4.1; the default) or ``"linear"`` (the analysis of
             Alg. 1 and 2). With linear losses, 8 two-layer learners at the default rule did worse
             than the best constant on 5 of 6 of the repository's streams (MNIST left out; OGB or
@@ -62,16 +68,28 @@ class OnlineLinearBooster(Booster):
     chains_learners = False  # the learners are wrapped in BoundedOutput, not chained learners
     #: whether ``objective`` was left to the default (boosters pickled before the flag: no)
     _objective_was_default = False
+    #: whether the labels are in standard deviations (boosters pickled before the flag:
+    #: ``None``, read as whether the booster standardises, :meth:`_labels_in_deviations`)
+    standardized_labels: bool | None = None
 
     config_keys = ("bound", "objective")
     rule_attributes = ("objective",)  # the linear losses of the default before, adopted (below)
 
     def __init__(self, learners: Any, loss: Any = "squared", *, bound: float | None = None,
                  objective: LearnerObjective | None = None, bound_outputs: bool = True,
-                 **kwargs: Any) -> None:
+                 standardized_labels: bool | None = None, **kwargs: Any) -> None:
+        regression = not get_loss(loss).is_classifier
+        own = kwargs.get("standardize", True) is True and regression  # the booster's own
+        if standardized_labels is None:
+            standardized_labels = own
+        elif flag("standardized_labels", standardized_labels) and not regression:
+            raise ValueError("standardized_labels=True needs a regression loss: a classifier's "
+                             "labels are classes, never standardised")
+        elif own and not standardized_labels:
+            raise ValueError("standardized_labels=False contradicts standardize=True: the "
+                             "booster standardises regression labels itself")
         if bound is None:  # standardised labels have unit variance: cover three deviations
-            scaled = kwargs.get("standardize", True) and not get_loss(loss).is_classifier
-            bound = STANDARDIZED_BOUND if scaled else 1.0
+            bound = STANDARDIZED_BOUND if standardized_labels else 1.0
         if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
             raise ValueError(f"bound D must be a finite number > 0, got {bound!r}")
         chosen = objective is not None
@@ -85,6 +103,14 @@ class OnlineLinearBooster(Booster):
         self.bound = float(bound)
         self.objective: LearnerObjective = objective
         self._objective_was_default = not chosen
+        self.standardized_labels = standardized_labels
+
+    def _labels_in_deviations(self) -> bool:
+        """Whether the regression labels are in standard deviations (``standardized_labels``;
+        a booster pickled before that flag: whether it standardises them itself)."""
+        if self.standardized_labels is None:
+            return self.standardizer is not None and not self.loss.is_classifier
+        return self.standardized_labels
 
     def config(self) -> dict[str, Any]:
         """:meth:`Booster.config`, and with ``objective="greedy"`` what its learners fit: a

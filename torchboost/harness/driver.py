@@ -1,8 +1,9 @@
-"""The comparison driver: SGB (and its Newton / learned-step variants) and OGB against stagewise
-GB, the base learner, a wide and a deep network, with compute accounting — the SGB paper's
-Fig. 2 (test metric vs training compute) and Table 1 (final test metrics), with the baselines a
-sceptic asks for, each given the same inputs and the same chances. ``experiments/sgb_vs_gb.py``,
-``torchboost demo`` and ``torchboost run`` all use :func:`run_comparison`.
+"""The comparison driver: SGB (and its Newton / learned-step variants), OGB and ConvexHullOGB
+against stagewise GB, the base learner, a wide and a deep network, with compute accounting —
+the SGB paper's Fig. 2 (test metric vs training compute) and Table 1 (final test metrics), with
+the baselines a sceptic asks for, each given the same inputs and the same chances.
+``experiments/sgb_vs_gb.py``, ``torchboost demo`` and ``torchboost run`` all use
+:func:`run_comparison`.
 
 **Data.** ``max_train`` training rows are subsampled (seed ``seed``), ``val_fraction`` of them
 split off as a validation set that is never trained on; every choice (stopping, rate, the best
@@ -29,7 +30,7 @@ library's schedule-free default):
   ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
   without a Hessian);
 * ``OGB``, ``ConvexHullOGB`` — online gradient boosting (Beygelzimer et al. 2015, Alg. 1 and 2)
-  at its defaults, its learners bounded by the standardised labels' ``D``
+  at its defaults, told that the labels are standardised where they are
   (:mod:`torchboost.harness.methods`); recorded like the SGB variants, never picked as one.
 
 A method that does not apply is skipped with the reason (``skipped``).
@@ -177,7 +178,8 @@ def method_builders(config: ExperimentConfig, data: PreparedData, lr: float | No
     """Zero-argument constructors of the configured methods (see the module docstring) at the
     learning rate ``lr`` (default ``config.lr``) and, per method, the learning-rate schedule in
     ``schedules`` (none: a constant rate), and the methods skipped with the reason (Newton
-    targets for a loss without a Hessian)."""
+    targets for a loss without a Hessian, a classification twin on a regression loss, a deep
+    network for a linear learner, a booster that cannot chain its learners where they chain)."""
     n, m = config.n_learners, config.n_outputs
     # config.optimizer: the SGB paper's Adam or the library's schedule-free default, on data
     # standardised above for every method alike, which the models take as given

@@ -23,12 +23,13 @@ from typing import Any, Literal
 
 from torchboost.boosters import OGB, SGB, Booster, ConvexHullOGB, SingleLearner, StagewiseGB
 from torchboost.boosters.gradient_boosting import paper_step
-from torchboost.boosters.online_linear import STANDARDIZED_BOUND, OnlineLinearBooster
+from torchboost.boosters.online_linear import OnlineLinearBooster
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.losses import get_loss
 from torchboost.registries import add
 
-__all__ = ["METHODS", "MethodInputs", "MethodSpec", "register_method", "streaming_variants"]
+__all__ = ["METHODS", "MethodInputs", "MethodSpec", "methods_of_kind", "register_method",
+           "streaming_variants"]
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,14 @@ def register_method(spec: MethodSpec) -> MethodSpec:
     return add(METHODS, spec, "method")
 
 
+def methods_of_kind(kind: str) -> tuple[str, ...]:
+    """The registered methods of ``kind`` (:class:`MethodSpec`), in the tables' order."""
+    return tuple(name for name, spec in METHODS.items() if spec.kind == kind)
+
+
 def streaming_variants() -> tuple[str, ...]:
     """The streaming boosting variants, in order: the best of them is compared with GB."""
-    return tuple(name for name, spec in METHODS.items() if spec.kind == "streaming")
+    return methods_of_kind("streaming")
 
 
 def _sgb(i: MethodInputs, **options: Any) -> SGB:
@@ -125,18 +131,19 @@ register_method(MethodSpec("SGB_learned", "streaming", lambda i: _sgb(
 
 def _online(cls: type[OnlineLinearBooster]) -> Callable[[MethodInputs], Booster]:
     """OGB or ConvexHullOGB at its defaults (greedy fitting; OGB's step and radius from the
-    paper) but for the driver's shared settings (``y0="mean"``, the optimizer): learners
-    bounded by :data:`STANDARDIZED_BOUND` where the driver standardised the labels beforehand
-    (``standardize=False``), the bound the boosters choose on their own standardisation; else
-    their default."""
+    paper) but for the driver's shared settings (``y0="mean"``, the optimizer), told whether
+    the driver standardised the labels beforehand (``standardized_labels``): then its bound
+    and radius warning are those of the booster's own standardisation (on a huber loss the
+    driver leaves the labels alone, where the booster would standardise them)."""
     def build(i: MethodInputs) -> Booster:
-        bound = STANDARDIZED_BOUND if i.labels_standardized else None
-        return cls(i.factory, i.config.loss, n_learners=i.config.n_learners, bound=bound,
-                   lr_scheduler=i.schedule, **i.common)
+        return cls(i.factory, i.config.loss, n_learners=i.config.n_learners,
+                   standardized_labels=i.labels_standardized, lr_scheduler=i.schedule,
+                   **i.common)
     return build
 
 
 # Online Gradient Boosting (Beygelzimer et al. 2015): Alg. 1 over span(F), Alg. 2 over its
-# convex hull; their learners are bounded, not chained
-register_method(MethodSpec("OGB", "online", _online(OGB), chains=False))
-register_method(MethodSpec("ConvexHullOGB", "online", _online(ConvexHullOGB), chains=False))
+# convex hull
+register_method(MethodSpec("OGB", "online", _online(OGB), chains=OGB.chains_learners))
+register_method(MethodSpec("ConvexHullOGB", "online", _online(ConvexHullOGB),
+                           chains=ConvexHullOGB.chains_learners))
