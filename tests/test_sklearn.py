@@ -211,3 +211,26 @@ def test_learning_rate_joins_the_optimizer_kwargs_of_booster_kwargs():
     with pytest.raises(ValueError, match="disagree"):
         SGBRegressor(n_learners=2, learning_rate=0.05,
                      booster_kwargs={"optimizer_kwargs": {"lr": 0.1}}).fit(X, X[:, 0])
+
+
+def test_a_regressor_tells_ogb_the_labels_it_standardised():
+    """The estimator standardises the targets; an OGB whose own standardisation booster_kwargs
+    turn off is told so (the bound and radius warning of standardised labels), and is not told
+    where the estimator leaves the targets alone."""
+    import warnings
+
+    from torchboost.boosters.online_linear import STANDARDIZED_BOUND
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), 50 + 10 * rng.normal(size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # labels at under 6 standard deviations: no warning
+        told = SGBRegressor("ogb", n_learners=3, booster_kwargs={"standardize": False},
+                            random_state=0).fit(X, y)
+    assert told.booster_.standardized_labels is True
+    assert told.booster_.bound == STANDARDIZED_BOUND
+    raw = SGBRegressor("ogb", n_learners=3, booster_kwargs={"standardize": False},
+                       standardize=False, random_state=0)
+    with pytest.warns(UserWarning, match="labels reach norm"):
+        raw.fit(X, y)
+    assert raw.booster_.standardized_labels is False and raw.booster_.bound == 1.0

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from torchboost.boosters import SGB, Booster, SingleLearner
+from torchboost.boosters.online_linear import OnlineLinearBooster
 from torchboost.boosters.registry import BOOSTERS as REGISTRY
 from torchboost.learners import TwoLayerNet
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
@@ -121,7 +122,7 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
                   dtype: str | torch.dtype, device: str | torch.device, seed: int,
                   classifier: bool = False,
                   lr_scheduler: LRSchedulerFactory | None = None,
-                  chained: bool = False) -> Booster:
+                  chained: bool = False, standardized_labels: bool = False) -> Booster:
     """A fresh booster of ``n_learners`` learners (the default :class:`TwoLayerNet` or
     ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
     ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
@@ -129,7 +130,10 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     (:mod:`~torchboost.boosters.default_lr`, the same for every booster). A ``classifier``
     boosted by an SGB variant fits Newton targets (``targets="newton"``, as the README
     recommends) unless ``booster_kwargs`` choose ``targets``. ``chained``: chained learners
-    (:mod:`~torchboost.learners.chained`). ``ValueError`` for an unknown name."""
+    (:mod:`~torchboost.learners.chained`). ``standardized_labels``: the caller standardised the
+    regression labels, which OGB and ConvexHullOGB are told where ``booster_kwargs`` turn
+    their own standardisation off (their bound and radius warning). ``ValueError`` for an
+    unknown name."""
     if isinstance(booster, str):
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
@@ -166,6 +170,9 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:
         kwargs["targets"] = "newton"
     kwargs.update(booster_kwargs or {})
+    if (standardized_labels and issubclass(cls, OnlineLinearBooster)
+            and kwargs.get("standardize") is False):
+        kwargs.setdefault("standardized_labels", True)
     target = _checked_device(device)
     if learner is not None and not callable(learner):
         raise ValueError(f"learner must be a factory learner(n_features, n_outputs) -> "

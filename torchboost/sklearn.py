@@ -348,7 +348,8 @@ class _StreamingBoosting(BaseEstimator):
             learning_rate=self.learning_rate, dtype=self.dtype, device=self.device,
             seed=self._seed, classifier=isinstance(self, ClassifierMixin),
             lr_scheduler=lr_schedule(self.lr_schedule, getattr(self, "_rounds", None)),
-            chained=self.chained)
+            chained=self.chained,
+            standardized_labels=self.standardize and not isinstance(self, ClassifierMixin))
 
     # --- prediction --------------------------------------------------------------------------
     def _tensors(self, X: np.ndarray, z: np.ndarray | None = None) -> tuple[Tensor, Tensor]:
