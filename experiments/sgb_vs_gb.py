@@ -27,8 +27,9 @@ Every method gets the same chances (:func:`torchboost.harness.driver.run_compari
   parameters), ``deep`` (a residual network of 3 hidden layers with the ensemble's
   parameters), ``GB`` (gradient targets) and, on classification rows, ``GB_newton`` (the Newton
   targets of SGB_newton and SGB_learned);
-* **online gradient boosting**: ``OGB`` and ``ConvexHullOGB`` (Beygelzimer et al. 2015) at their
-  defaults, with the same learners, compared on their own (never the "best SGB variant").
+* **online gradient boosting**: ``OGB`` and ``ConvexHullOGB`` (Beygelzimer et al. 2015) with
+  their default objective, steps and bound and the same learners, compared on their own (never
+  the "best SGB variant").
 
 ``--chained`` runs the same comparison with chained learners (a streaming GrowNet,
 :mod:`torchboost.learners.chained`: SGB's variants and GB chain their learners, the wide and
@@ -215,8 +216,9 @@ def online_glance(rows: list[dict]) -> list[str]:
     if not any(r.get(f"{m}{suffix}") is not None for r in rows for m in online
                for suffix in ("", "_one_pass")):
         return []
-    return ["\nOnline gradient boosting at its defaults against the same baselines and the best "
-            "SGB variant (bold: lowest mean of the row)\n",
+    return ["\nOnline gradient boosting (its default algorithm; optimizer and rate chosen on "
+            "validation) against the same baselines and the best SGB variant (bold: lowest "
+            "mean of the row)\n",
             "| data | regime | base learner | wide net | deep net | best SGB variant | "
             + " | ".join(online) + " |", "|---" * (len(online) + 6) + "|",
             *_glance_rows(rows, lambda r, suffix: [

@@ -165,7 +165,8 @@ class ExperimentConfig:
     module with the ensemble's parameter count, :meth:`LearnerConfig.widened`), ``GB``
     (stagewise), ``SGB`` (the paper: gradient targets, fixed step), ``SGB_newton`` (Newton
     targets), ``SGB_learned`` (Newton targets where the loss has a Hessian, and learned steps),
-    ``OGB`` and ``ConvexHullOGB`` (online gradient boosting at its defaults).
+    ``OGB`` and ``ConvexHullOGB`` (online gradient boosting with its default objective, steps
+    and bound).
 
     Stopping: ``val_fraction`` of the (``max_train``-subsampled) training rows are held out as a
     validation split, never trained on, for every stopping decision. GB trains each stage until

@@ -30,7 +30,8 @@ library's schedule-free default):
   ``SGB_learned`` — ``targets="newton", step="learned"`` (only ``step="learned"`` for a loss
   without a Hessian);
 * ``OGB``, ``ConvexHullOGB`` — online gradient boosting (Beygelzimer et al. 2015, Alg. 1 and 2)
-  at its defaults, told that the labels are standardised where they are
+  with its default objective, steps and bound, told that the labels are standardised where
+  they are
   (:mod:`torchboost.harness.methods`); recorded like the SGB variants, never picked as one.
 
 A method that does not apply is skipped with the reason (``skipped``).

@@ -130,11 +130,12 @@ register_method(MethodSpec("SGB_learned", "streaming", lambda i: _sgb(
 
 
 def _online(cls: type[OnlineLinearBooster]) -> Callable[[MethodInputs], Booster]:
-    """OGB or ConvexHullOGB at its defaults (greedy fitting; OGB's step and radius from the
-    paper) but for the driver's shared settings (``y0="mean"``, the optimizer), told whether
-    the driver standardised the labels beforehand (``standardized_labels``): then its bound
-    and radius warning are those of the booster's own standardisation (on a huber loss the
-    driver leaves the labels alone, where the booster would standardise them)."""
+    """OGB or ConvexHullOGB with its default algorithm (greedy fitting; OGB's step and radius
+    from the paper) and the driver's shared settings (``y0="mean"``, the optimizer and the rate
+    under trial), told whether the driver standardised the labels beforehand
+    (``standardized_labels``): then its bound and radius warning are those of the booster's own
+    standardisation (on a huber loss the driver leaves the labels alone, where the booster
+    would standardise them)."""
     def build(i: MethodInputs) -> Booster:
         return cls(i.factory, i.config.loss, n_learners=i.config.n_learners,
                    standardized_labels=i.labels_standardized, lr_scheduler=i.schedule,
