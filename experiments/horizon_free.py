@@ -5,6 +5,7 @@
     python experiments/horizon_free.py --first-seed 6 --seeds 2      # two more seeds, merged
     python experiments/horizon_free.py --replot                         # figure from the JSON
     python experiments/horizon_free.py --spread 20     # seed spread after one pass, ~4 min
+    python experiments/horizon_free.py --spread 20 --streams kin40k --spread-knobs r1 lr0.15
 
 Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
 ``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as
@@ -87,6 +88,21 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "beta95": {"optimizer_kwargs": {"betas": (0.95, 0.999)}},
 }
 
+#: More one-respect changes of the default rule, measured only for the seed spread after one
+#: pass (``--spread-knobs`` takes these and :data:`VARIANTS`): the rate, β₁ and β₂, a warm-up,
+#: weight decay, Adam's ε and schedule-free's ``r`` (the average weights iterate ``t`` by
+#: ``t^r``: later iterates count more).
+SPREAD_KNOBS: dict[str, dict[str, Any]] = {
+    **{f"lr{lr:g}": {"optimizer_kwargs": {"lr": lr}} for lr in (0.07, 0.15, 0.2)},
+    "beta97": {"optimizer_kwargs": {"betas": (0.97, 0.999)}},
+    **{f"beta2_{b2:g}": {"optimizer_kwargs": {"betas": (DEFAULT_BETAS[0], b2)}}
+       for b2 in (0.99, 0.9999)},
+    **{f"warmup{w}": {"optimizer_kwargs": {"warmup_steps": w}} for w in (10, 50, 250)},
+    "wd1e-3": {"optimizer_kwargs": {"weight_decay": 1e-3}},
+    "eps1e-4": {"optimizer_kwargs": {"eps": 1e-4}},
+    **{f"r{r:g}": {"optimizer_kwargs": {"r": float(r)}} for r in (1, 2)},
+}
+
 
 def methods() -> list[dict[str, Any]]:
     """Every method's settings: a name, the SGB keyword arguments' recipe, the passes it runs
@@ -116,7 +132,7 @@ def booster_options(method: dict[str, Any], rounds: int) -> dict[str, Any]:
     default (the library's rule), the rule's rate, warm-up and variant made explicit for other
     schedule-free settings, Adam's rate and schedule otherwise."""
     options: dict[str, Any] = {"lr_fan_in": DEFAULT_LR_FAN_IN}
-    variant = VARIANTS.get(method.get("variant", ""), {})
+    variant = {**VARIANTS, **SPREAD_KNOBS}.get(method.get("variant", ""), {})
     if (method["optimizer"] == "sf" and not variant
             and (method["lr"], method["warmup"]) == (DEFAULT_LR, DEFAULT_WARMUP)):
         return {}  # the default: no rate, no schedule, nothing set
@@ -256,18 +272,30 @@ SPREAD_METHODS = (
 )
 
 
+def spread_knob(name: str) -> dict[str, Any]:
+    """``--spread-knobs``: the default rule changed by ``name`` (of :data:`VARIANTS` or
+    :data:`SPREAD_KNOBS`), one pass."""
+    return {"method": f"default_{name}", "optimizer": "sf", "lr": DEFAULT_LR,
+            "warmup": DEFAULT_WARMUP, "variant": name, "passes": 1, "read": [1]}
+
+
 def spread(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per stream: each method's mean and standard deviation over seeds after one pass, and
-    the new default's standard deviation over the old one's."""
+    the new default's standard deviation over the old one's (``std_ratio``; a knob's in its
+    own entry)."""
+    old = f"adam_{ADAM_LR:.0e}"
     out: dict[str, Any] = {}
     for stream in sorted({r["stream"] for r in results}):
-        cell = {}
-        for method in (m["method"] for m in SPREAD_METHODS):
+        cell: dict[str, Any] = {}
+        for method in dict.fromkeys(r["method"] for r in results if r["stream"] == stream):
             values = [r["pass1"] for r in results if r["stream"] == stream
                       and r["method"] == method]
             cell[method] = {"mean": statistics.fmean(values), "std": statistics.stdev(values),
                             "seeds": len(values)}
-        cell["std_ratio"] = cell["default"]["std"] / cell[f"adam_{ADAM_LR:.0e}"]["std"]
+        for method, stats in cell.items():
+            if method.startswith("default_"):
+                stats["std_ratio"] = stats["std"] / cell[old]["std"]
+        cell["std_ratio"] = cell["default"]["std"] / cell[old]["std"]
         out[stream] = cell
     return out
 
@@ -418,11 +446,15 @@ def main() -> None:
     parser.add_argument("--spread", type=int, default=0, metavar="SEEDS",
                         help="only the seed spread after one pass: the old default against "
                              "the new, over SEEDS seeds (spread.json)")
+    parser.add_argument("--spread-knobs", nargs="+", default=[],
+                        choices=sorted(VARIANTS | SPREAD_KNOBS),
+                        help="with --spread: the default rule changed by each of these too")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.spread:
         jobs = [(stream, method, seed, args.max_train) for seed in range(args.spread)
-                for stream in args.streams for method in SPREAD_METHODS]
+                for stream in args.streams
+                for method in SPREAD_METHODS + tuple(map(spread_knob, args.spread_knobs))]
         with multiprocessing.Pool(args.workers) as pool:
             rows = pool.map(_job, jobs)
         path = args.out / "spread.json"  # other streams' runs stay (--streams reruns some)
@@ -434,6 +466,10 @@ def main() -> None:
         for stream, cell in table.items():
             print(f"{stream:15s} std old {cell[f'adam_{ADAM_LR:.0e}']['std']:.4g} new "
                   f"{cell['default']['std']:.4g} ratio {cell['std_ratio']:.2f}")
+            for knob in args.spread_knobs:
+                stats = cell[f"default_{knob}"]
+                print(f"{'':15s} {knob}: mean {stats['mean']:.4g} std {stats['std']:.4g} "
+                      f"ratio {stats['std_ratio']:.2f}")
         return
     if not args.replot:
         chosen = [m for m in methods() if args.methods is None or m["method"] in args.methods]

@@ -117,3 +117,24 @@ def test_the_table_gives_each_ratio_its_standard_error(horizon_free):
     table = horizon_free.markdown(summary)
     assert f"| s | 1 | 1.6 ± 0.14 | 2.1 ± 0.14 (0.02) | 2.1 ± 0.14 | 1.1 ± 0.14 | **0.69** ± " \
            f"{expected:.2f} | 0.52 ± " in table
+
+
+def test_a_spread_knob_changes_the_default_rule_in_one_respect(horizon_free):
+    """``--spread-knobs``: the default's rate, warm-up, fan-in rule and β made explicit, and the
+    one knob; a variant of the main grid is a knob too; each knob's deviation over the old
+    default's, by hand."""
+    r1 = horizon_free.booster_options(horizon_free.spread_knob("r1"), 100)
+    assert r1 == {"lr_fan_in": 64.0, "optimizer_kwargs": {
+        "lr": 0.1, "warmup_steps": 0, "betas": (0.92, 0.999), "r": 1.0}}
+    warm = horizon_free.booster_options(horizon_free.spread_knob("warmup50"), 100)
+    assert warm["optimizer_kwargs"]["warmup_steps"] == 50
+    decay = horizon_free.booster_options(horizon_free.spread_knob("decay300"), 100)
+    assert decay["lr_scheduler"].multiplier(300) == 0.5 ** 0.5
+    rows = [{"stream": "s", "method": method, "pass1": value}
+            for method, values in (("adam_2e-02", (1.0, 3.0)), ("default", (1.0, 2.0)),
+                                   ("default_r1", (1.0, 1.5)))
+            for value in values]
+    cell = horizon_free.spread(rows)["s"]
+    assert cell["std_ratio"] == pytest.approx(0.5)
+    assert cell["default_r1"]["std_ratio"] == pytest.approx(0.25)
+    assert "std_ratio" not in cell["default"] and cell["default_r1"]["seeds"] == 2
