@@ -97,3 +97,58 @@ def test_a_copied_booster_restores_its_own_buffers():
     copied.learn(x, y)
     assert float(copied.learners.learner(0).count[0]) == 2.0
     assert float(gb.learners.learner(0).count[0]) == 1.0  # the original's buffers untouched
+
+
+class Dropping(nn.Module):
+    """A learner with Dropout (its masks come from torch's global generator) whose backward
+    raises ``KeyboardInterrupt`` while ``fail`` is set: after the masks were drawn."""
+
+    fail = False
+
+    def __init__(self, outputs: int = 1) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Dropout(0.5),
+                                  nn.Linear(8, outputs))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
+        if self.fail and out.requires_grad:
+            out.register_hook(lambda grad: (_ for _ in ()).throw(KeyboardInterrupt))
+        return out
+
+
+@pytest.mark.parametrize("kind", ["SGB", "SingleLearner", "OzaBoost"])
+def test_a_failed_round_puts_back_the_global_generator_its_dropout_drew_from(kind):
+    """The next round of a booster whose round failed after its learners' Dropout drew masks
+    equals that of a twin that never failed (a red-team finding: the global generator had
+    moved on, so the masks and every later round differed)."""
+    from torchboost import OzaBoost, SingleLearner
+
+    def build():
+        torch.manual_seed(0)
+        if kind == "OzaBoost":
+            return OzaBoost(lambda: Dropping(3), n_classes=3, n_learners=2, mode="loop")
+        if kind == "SingleLearner":
+            return SingleLearner(Dropping, mode="loop")
+        return SGB(Dropping, n_learners=2, mode="loop")
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 3, generator=g)
+    y = torch.randint(0, 3, (16,), generator=g) if kind == "OzaBoost" else torch.randn(16)
+    booster, twin = build(), build()
+    start = torch.get_rng_state()
+    booster.learn(x, y)
+    torch.set_rng_state(start)  # the same masks for the twin's first round
+    twin.learn(x, y)
+    before = torch.get_rng_state()
+    Dropping.fail = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            booster.learn(x, y)
+    finally:
+        Dropping.fail = False
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.set_rng_state(before)  # the twin's round draws from the same generator state
+    expected = twin.learn(x, y)
+    torch.set_rng_state(before)
+    assert torch.equal(booster.learn(x, y), expected)

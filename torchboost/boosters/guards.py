@@ -22,8 +22,8 @@ One round (module docstring of :mod:`torchboost.boosters.base`) is checked four 
 Every booster runs its round through :meth:`Booster.learn
 <torchboost.boosters.base.Booster.learn>`, so these checks cover them all (SGB, ResidualSGB,
 OGB, ConvexHullOGB, SingleLearner, StagewiseGB's stages and the multiclass boosters), and the
-round restores the booster's own buffers (σ, α, Hedge, running sums, ...) and random generator
-when it raises.
+round restores the booster's own buffers (σ, α, Hedge, running sums, ...) and the random
+generators (its own, torch's global ones) when it raises.
 
 Proof instead of copies. For torch's Adam and AdamW (the default optimizer) the size of every
 entry's update is bounded before the step, whatever the gradients
