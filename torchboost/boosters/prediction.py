@@ -86,7 +86,10 @@ class Prediction:
                                  f"{n_learners}")
         if n_learners == 0:
             return x.new_zeros(0, x.shape[0], self.out_dim)
-        out = self._run_learners(self._forward_learners, x, n_learners)
+        return self._check_width(self._run_learners(self._forward_learners, x, n_learners))
+
+    def _check_width(self, out: Tensor) -> Tensor:
+        """``out``, learners' scores ``(..., m)``, if ``m`` is the width the loss needs."""
         if out.shape[-1] != self.out_dim:
             raise ValueError(f"weak learners return {out.shape[-1]} outputs per example but "
                              f"{self.loss.name} loss with this problem needs {self.out_dim}")

@@ -82,7 +82,8 @@ class StagewiseGB(GradientBoosting):
         else:
             with torch.no_grad():
                 frozen = self._learner_outputs(x, i)
-        output = self._run_learners(lambda x_: self.learners.forward_one(i, x_, carry), x)
+        output = self._check_width(
+            self._run_learners(lambda x_: self.learners.forward_one(i, x_, carry), x))
         h = torch.cat([frozen, output.detach().unsqueeze(0)])
         partials = self.partial_sums(h, self.initial_prediction(x))
         target, weights = self.learner_objective(h[-1:], partials[-2:], z)

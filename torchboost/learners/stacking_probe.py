@@ -100,7 +100,9 @@ class StackingProbe:
             self.engine, self.schedulers, self.mode, self._probe_pending = settings
 
 
-def check_output(out: object, index: int | None) -> None:
+def check_output(out: object, index: int | None, rows: int | None = None) -> None:
+    """Refuse a learner's output that is not floating-point scores, or (given ``rows``, the
+    batch's examples) not one row of them per example, naming the learner and the fix."""
     who = "weak learners return" if index is None else f"weak learner {index} returns"
     if not torch.is_tensor(out):
         raise ValueError(f"{who} a {type(out).__name__}, not a tensor: a learner's forward must "
@@ -110,3 +112,13 @@ def check_output(out: object, index: int | None) -> None:
         raise ValueError(f"{who} {out.dtype} scores: a learner's scores must be floating point, "
                          "so that their gradient can train it (drop the rounding or integer "
                          "cast from its forward; the booster's predict_label gives labels)")
+    if rows is not None and (out.ndim == 0 or out.shape[0] != rows):
+        check_rows(out.shape[0] if out.ndim else 0, rows, who)
+
+
+def check_rows(got: int, rows: int, who: str) -> None:
+    """Refuse ``got`` rows of scores for a batch of ``rows`` examples."""
+    if got != rows:
+        raise ValueError(f"{who} {got} rows of scores for a batch of {rows} examples: a "
+                         "learner's forward must return one row per example, (B, m) or (B,) "
+                         "(look for a slice, a pooling or a reshape across the batch dimension)")

@@ -18,7 +18,7 @@ from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
-from torchboost.learners.stacking_probe import StackingProbe, check_output
+from torchboost.learners.stacking_probe import StackingProbe, check_output, check_rows
 from torchboost.params import flag
 
 __all__ = ["LearnerSource", "WeakLearners"]
@@ -139,7 +139,7 @@ class WeakLearners(StackingProbe, nn.Module):
         if not 1 <= k <= self.n_learners:
             raise ValueError(f"n_learners must be in [1, {self.n_learners}], got {k}")
         self.probe(x)
-        return _stacked_outputs(self.engine(x, k))
+        return _stacked_outputs(self.engine(x, k), x.shape[0])
 
     def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
         """Output of learner ``index`` alone, ``(B, m)``. Chained learners: given ``carry``
@@ -147,7 +147,7 @@ class WeakLearners(StackingProbe, nn.Module):
         if self.chained and carry is None and index > 0:
             carry = self.chain_prefix(x, index)[1]
         out = self.engine.forward_one(index, x, carry)
-        check_output(out, index)
+        check_output(out, index, x.shape[0])
         return out.unsqueeze(-1) if out.ndim == 1 else out
 
     @torch.no_grad()
@@ -155,7 +155,7 @@ class WeakLearners(StackingProbe, nn.Module):
         """Chained learners ``0..k−1`` (``k >= 1``) without autograd: their outputs
         ``(k, B, m)`` and the carry learner ``k`` gets."""
         outputs, carries = chain(self.engine.step(x), k)
-        return _stacked_outputs(outputs), carries[-1]
+        return _stacked_outputs(outputs, x.shape[0]), carries[-1]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -351,15 +351,17 @@ def _restore_attributes(saved: list[tuple[Any, dict[str, Any], list]]) -> None:
         _restore_attributes(chained)
 
 
-def _stacked_outputs(out: Tensor | list[Tensor]) -> Tensor:
-    """Learners' outputs, checked, as ``(k, B, m)``: the stacked engine's ``(k, B, ...)`` or the
-    loop's list of ``(B, ...)`` (one output per learner read from ``(B,)``)."""
+def _stacked_outputs(out: Tensor | list[Tensor], rows: int) -> Tensor:
+    """Learners' outputs for a batch of ``rows`` examples, checked, as ``(k, B, m)``: the
+    stacked engine's ``(k, B, ...)`` or the loop's list of ``(B, ...)`` (one output per learner
+    read from ``(B,)``)."""
     if isinstance(out, list):
         for i, one in enumerate(out):
-            check_output(one, i)
+            check_output(one, i, rows)
         out = torch.stack(out)
     else:
         check_output(out, None)
+        check_rows(out.shape[1] if out.ndim > 1 else 0, rows, "weak learners return")
     if out.ndim == 2:
         out = out.unsqueeze(-1)
     if out.ndim != 3:
