@@ -123,3 +123,43 @@ def test_a_string_for_classes_is_refused_not_split_into_letters() -> None:
     with pytest.raises(ValueError, match=r"got the string 'ogb'.*SGBClassifier\(booster='ogb'\)"):
         SGBClassifier("ogb")
     assert SGBClassifier(["o", "g", "b"]).classes == ["o", "g", "b"]  # a list of labels is fine
+
+
+class _Interrupted(torch.nn.Module):
+    """A learner whose training forward raises ``KeyboardInterrupt`` while ``fail`` is set."""
+
+    fail = True
+
+    def __init__(self, d: int, m: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(d, m)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fail and torch.is_grad_enabled():
+            raise KeyboardInterrupt("interrupted in the first round")
+        return self.linear(x)
+
+
+def test_a_first_round_that_raises_forgets_its_feature_names_and_booster():
+    """The first example's names are kept only if it is accepted: a first round that raises
+    leaves no booster and no names, so a stream with other names learns on its own (before:
+    it was read through the refused example's names, as zeros; a red-team finding)."""
+    model = SGBRegressor(n_learners=2, batch_size=1, learner=_Interrupted, n_threads=1)
+    rng = torch.get_rng_state()
+    with pytest.raises(KeyboardInterrupt):
+        model.learn_one({"x1": 1.0}, 1.0)
+    assert model.features is None and model.booster_ is None and model.n_pending == 0
+    assert torch.equal(rng, torch.get_rng_state())
+    buffered = SGBRegressor(n_learners=2, batch_size=2, learner=_Interrupted, n_threads=1)
+    buffered.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    with pytest.raises(KeyboardInterrupt):
+        buffered.learn_one({"a": 3.0, "b": 4.0}, 2.0)  # the buffered example keeps the names
+    assert buffered.features == ["a", "b"] and buffered.booster_ is None
+    assert buffered.n_pending == 1
+    _Interrupted.fail = False
+    try:
+        model.learn_one({"y1": 1.0, "y2": 2.0}, 1.0)
+    finally:
+        _Interrupted.fail = True
+    assert model.features == ["y1", "y2"]
+    assert model.booster_.learners.learner(0).linear.in_features == 2

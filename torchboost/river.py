@@ -224,8 +224,10 @@ class _RiverBoosting:
         booster is as it was and the examples stay buffered."""
         if not self._x:
             return
-        if self.booster_ is None:
+        first = self.booster_ is None
+        if first:  # a first round that raises leaves no booster and the generator as it was
             assert self.features is not None
+            rng = torch.get_rng_state()
             self.booster_ = build_booster(
                 self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
                 n_features=len(self.features), n_outputs=self._n_outputs(),
@@ -236,8 +238,14 @@ class _RiverBoosting:
                 lr_scheduler=lr_schedule_factory(self.lr_schedule, None), chained=self.chained)
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
-        with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
-            self.booster_.learn(x, y)
+        try:
+            with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
+                self.booster_.learn(x, y)
+        except BaseException:
+            if first:
+                self.booster_ = None
+                torch.set_rng_state(rng)
+            raise
         self._x, self._y = [], []
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
@@ -263,7 +271,8 @@ class _RiverBoosting:
 
     def _buffer(self, row: list[float], y: Any) -> None:
         """Append one example; a full buffer is a round. If the round raises, the example is
-        taken back out, so the call changed nothing (the booster's round is all or nothing)."""
+        taken back out, so the call changed nothing (the booster's round is all or nothing; a
+        first round that raises forgets the feature names it brought)."""
         self._x.append(row)
         self._y.append(y)
         if len(self._x) >= self.batch_size:
@@ -272,6 +281,8 @@ class _RiverBoosting:
             except BaseException:
                 self._x.pop()
                 self._y.pop()
+                if self.booster_ is None and not self._x:  # no example was ever accepted
+                    self.features = None
                 raise
 
     def learn_many(self, X: Any, y: Any) -> None:
