@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parameter import is_lazy
 
 from torchboost.distributed import Synchronizer
 from torchboost.learners.averaging import is_schedule_free, learning_point
@@ -375,7 +376,8 @@ def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.M
         raise ValueError("pass a factory (lambda: nn.Module) or a list of modules, not one module")
     if callable(learners):
         if n_learners is None or n_learners < 1:
-            raise ValueError(f"a learner factory needs n_learners >= 1, got {n_learners}")
+            raise ValueError(f"a learner factory needs n_learners >= 1, the number of learners "
+                             f"to build from it (e.g. n_learners=8), got {n_learners}")
         modules = [learners() for _ in range(n_learners)]
     else:
         modules = list(learners)
@@ -386,6 +388,13 @@ def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.M
     for i, module in enumerate(modules):
         if not isinstance(module, nn.Module):
             raise ValueError(f"learner {i} is a {type(module).__name__}, not an nn.Module")
+        lazy = [name for name, p in module.named_parameters() if is_lazy(p)]
+        if lazy:
+            raise ValueError(f"learner {i} has parameters of a lazy module, not yet "
+                             f"initialised ({', '.join(lazy)}; nn.LazyLinear, nn.LazyConv2d, "
+                             "...): each learner's optimizer is built with the booster, so give "
+                             "their sizes (e.g. nn.Linear(720, 10) for nn.LazyLinear(10)) or run "
+                             "each module once on a sample batch before passing it")
         if not any(p.requires_grad for p in module.parameters()):
             what = "all its parameters are frozen" if any(True for _ in module.parameters()) \
                 else "it has no parameters"
