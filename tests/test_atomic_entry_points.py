@@ -331,6 +331,8 @@ def test_river_refuses_text_and_values_beyond_the_learners_range_at_learn_one():
     for value in ("3", b"3", 1e40, -1e39):
         with pytest.raises(ValueError, match="feature 'a'"):
             model.learn_one({"a": value}, 1.0)
+    with pytest.raises(ValueError, match=r"'a' is None, a missing value: impute it .*StatImputer"):
+        model.learn_one({"a": None}, 1.0)  # a missing value, not a category (a newcomer's find)
     for label in ("3.5", 1e300):
         with pytest.raises(ValueError, match=r"label .* is not a finite number within"):
             model.learn_one({"a": 1.0}, label)

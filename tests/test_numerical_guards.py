@@ -335,6 +335,30 @@ def test_divergence_error_is_a_floating_point_error_that_pickles():
     error = pickle.loads(pickle.dumps(DivergenceError(3, "its target is NaN or inf")))
     assert isinstance(error, FloatingPointError) and isinstance(error, ArithmeticError)
     assert error.learner == 3 and str(error).startswith("learner 3 diverged: its target")
+    told = pickle.loads(pickle.dumps(DivergenceError(1, "its output", "look at the forward")))
+    assert told.fix == "look at the forward" and str(told).endswith("; look at the forward")
+
+
+class _LogOfInputs(nn.Module):
+    """A learner whose forward is NaN on negative inputs: its own doing, not the rate's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear(torch.log(x))
+
+
+def test_nan_outputs_before_any_step_point_at_the_forward_not_the_rate():
+    """A newcomer's finding: a learner NaN in the first round was told to lower its rate."""
+    booster = SGB(_LogOfInputs, n_learners=2, standardize=False)
+    with pytest.raises(DivergenceError, match="no step has been taken yet") as first:
+        booster.learn(-torch.rand(8, 4), torch.randn(8))
+    assert "learning rate" not in str(first.value) and booster.rounds == 0
+    booster.learn(torch.rand(8, 4) + 0.5, torch.randn(8))
+    with pytest.raises(DivergenceError, match="lower the learners' learning rate"):
+        booster.learn(-torch.rand(8, 4), torch.randn(8))  # trained: the rate is one suspect
 
 
 # --- Lightning ------------------------------------------------------------------------------------

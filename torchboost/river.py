@@ -101,6 +101,10 @@ def _number(name: Hashable, value: Any, limit: float = math.inf) -> float:
     ``float()`` would parse it ("3", b"3"): it is a category or a parsing slip, not a number."""
     if isinstance(value, np.generic):
         value = value.item()  # shown as 1.5, not np.float64(1.5)
+    if value is None:
+        raise ValueError(f"feature {name!r} is None, a missing value: impute it (e.g. river's "
+                         "preprocessing.StatImputer) or leave the key out (a missing key reads "
+                         "as 0); nothing was learnt from this example")
     try:
         if isinstance(value, str | bytes):
             raise TypeError

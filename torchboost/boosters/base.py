@@ -288,7 +288,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             # :mod:`~torchboost.learners.averaging`), every other forward at the averaged weights
             with self.learners.learning_point(self.stepping_learner()):
                 plan = self.plan_round(x, z)
-                check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first)
+                check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first,
+                            trained=self.rounds > 0)
                 output_grad = self.learner_loss_grad(plan.h, plan.targets)
                 if plan.weights is not None:  # a per-output weighted loss: output by output
                     output_grad = output_grad * plan.weights

@@ -70,26 +70,37 @@ class DivergenceError(FloatingPointError):
         detail: what was not finite.
     """
 
-    def __init__(self, learner: int, detail: str) -> None:
+    #: the fix for a learner that training carried away
+    LOWER_THE_RATE = ("lower the learners' learning rate (optimizer_kwargs={'lr': ...}) or the "
+                      "booster's step")
+
+    def __init__(self, learner: int, detail: str, fix: str = LOWER_THE_RATE) -> None:
         self.learner = learner
         self.detail = detail
-        super().__init__(
-            f"learner {learner} diverged: {detail}. The round was rejected; lower the learners' "
-            "learning rate (optimizer_kwargs={'lr': ...}) or the booster's step")
+        self.fix = fix
+        super().__init__(f"learner {learner} diverged: {detail}. The round was rejected; {fix}")
 
-    def __reduce__(self) -> tuple[type[DivergenceError], tuple[int, str]]:
-        return type(self), (self.learner, self.detail)
+    def __reduce__(self) -> tuple[type[DivergenceError], tuple[int, str, str]]:
+        return type(self), (self.learner, self.detail, self.fix)
+
+
+#: the fix when a learner's output is NaN or inf before any step: its forward makes it
+UNTRAINED_OUTPUT_FIX = ("no step has been taken yet, so the learner's forward makes them from "
+                        "this batch: look for a log, square root or division of its inputs, "
+                        "or inputs it cannot take")
 
 
 def check_round(h: Tensor, partials: Tensor, targets: Tensor,
-                sync: Synchronizer | None = None, first: int = 0) -> None:
+                sync: Synchronizer | None = None, first: int = 0, trained: bool = True) -> None:
     """Check 1: raise :class:`DivergenceError` if ``h (N, B, m)``, ``partials (N+1, B, m)`` or
     ``targets (N, B, m)`` hold NaN or inf. Partial sum ``y^i`` is charged to learner ``i − 1``
     (0-based), the last one whose output entered it; the smallest learner index wins.
 
     With a data-parallel ``sync`` the verdict is summed over the replicas (one small all-reduce),
     so that all of them raise together instead of leaving the others waiting in a collective.
-    ``first`` is the index of the learner of row 0 (a stage of stagewise boosting).
+    ``first`` is the index of the learner of row 0 (a stage of stagewise boosting); a learner
+    not ``trained`` yet whose output is not finite is told to look at its forward, not the
+    learning rate.
     """
     found: list[tuple[int, str]] = []
     if not math.isfinite((h.sum() + partials.sum() + targets.sum()).item()):
@@ -110,7 +121,9 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
                                                         "NaN or inf on another replica")
     if found:
         learner, what = min(found, key=lambda item: item[0])
-        raise DivergenceError(first + learner, f"its {what} is NaN or inf")
+        fix = (UNTRAINED_OUTPUT_FIX if not trained and what == "output h_i(x)"
+               else DivergenceError.LOWER_THE_RATE)
+        raise DivergenceError(first + learner, f"its {what} is NaN or inf", fix)
 
 
 @contextmanager

@@ -53,7 +53,8 @@ class Prediction:
 
     @torch.no_grad()
     def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
-        """Mean loss (and error rate for classifiers) on a held-out batch."""
+        """Mean loss (and error rate for classifiers) on a held-out batch; the squared loss is
+        ``½ (prediction − y)²``, so its mean is half the MSE."""
         return self.score(self.predict(x, n_learners), y)
 
     @torch.no_grad()
