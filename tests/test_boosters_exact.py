@@ -97,6 +97,9 @@ def test_residual_sgb_constant_step_and_ball_projection():
     from torchboost import Ball
     ball = ResidualSGB(linear_learners([[1.0]]), "absolute", domain=Ball(0.5), standardize=False)
     assert ball.predict(torch.tensor([[-10.0]])).item() == pytest.approx((0 + 0.5) / 2)
+    for radius in (float("inf"), float("nan"), 0.0):  # inf projected everything to NaN
+        with pytest.raises(ValueError, match="Ball radius must be a finite number > 0"):
+            Ball(radius)
 
 
 def test_ogb_radius_from_table():

@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 import torch
@@ -55,8 +56,9 @@ class Ball(Projection):
     """The Euclidean ball ``{y : ‖y‖₂ ≤ radius}``."""
 
     def __init__(self, radius: float) -> None:
-        if not radius > 0:
-            raise ValueError(f"Ball radius must be > 0, got {radius}")
+        if not (radius > 0 and math.isfinite(radius)):
+            raise ValueError(f"Ball radius must be a finite number > 0 (no bound: leave the "
+                             f"domain out), got {radius}")
         self.radius = float(radius)
 
     def __call__(self, y: Tensor) -> Tensor:
