@@ -128,6 +128,27 @@ def test_state_dict_round_trip_continues_identically(kind: str) -> None:
             assert torch.equal(value, second.state_dict()[key]), key
 
 
+def test_mbbm_refuses_a_state_saved_with_other_potentials() -> None:
+    """The potentials are part of the configuration (a red-team finding: a Monte Carlo state
+    loaded silently into exact potentials, or into other draws and seed, and trained on with
+    other weights); a state saved before they were recorded still loads."""
+    x, y = stream(12)
+    saved = make("mbbm_mc")
+    saved.learn(x, y)
+    state = copy.deepcopy(saved.state_dict())
+    for other in (make("mbbm"), make("mbbm", potentials="monte_carlo", mc_samples=200,
+                                     mc_seed=1)):
+        before = snapshot(other)
+        with pytest.raises(ValueError, match=r"potentials_setting: saved 'MonteCarloPotentials"
+                                             r"\(n_classes=3, gamma=0.1, n_samples=200, seed=0\)'"):
+            other.load_state_dict(copy.deepcopy(state))
+        assert_same_state(before, other)
+    del state["_extra_state"]["config"]["potentials_setting"]  # as saved before
+    same = make("mbbm_mc", seed=7)
+    same.load_state_dict(copy.deepcopy(state))
+    assert torch.equal(same.learn(x, y), saved.learn(x, y))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_boosters_learn_a_simple_stream(kind: str) -> None:
     booster = make(kind)

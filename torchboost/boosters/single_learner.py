@@ -9,6 +9,7 @@ from torch import Tensor
 
 from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import with_default_lr
+from torchboost.boosters.state import adopt_unrecorded
 
 __all__ = ["SingleLearner"]
 
@@ -55,12 +56,7 @@ class SingleLearner(Booster):
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
-        extra = state_dict.get(prefix + "_extra_state")
-        config = extra.get("config") if isinstance(extra, dict) else None
-        if isinstance(config, dict) and "prediction_units" not in config:
-            # saved before the option was recorded: it cannot be checked, take this booster's
-            state_dict[prefix + "_extra_state"] = {
-                **extra, "config": {**config, "prediction_units": self.prediction_units}}
+        adopt_unrecorded(state_dict, prefix, "prediction_units", self.prediction_units)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property

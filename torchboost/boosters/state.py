@@ -233,6 +233,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def adopt_unrecorded(state_dict: dict[str, Any], prefix: str, key: str, value: Any) -> None:
+    """For a state saved before its configuration recorded ``key``: record this booster's
+    ``value`` in it (the saved one cannot be checked), in place, before the check."""
+    extra = state_dict.get(prefix + "_extra_state")
+    config = extra.get("config") if isinstance(extra, dict) else None
+    if isinstance(config, dict) and key not in config:
+        state_dict[prefix + "_extra_state"] = {**extra, "config": {**config, key: value}}
+
+
 def _differences(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> list[str]:
     """Every setting in which two configurations differ, described for an error message."""
     return [f"{key}: saved {saved.get(key, '(none)')!r}, this booster {mine.get(key, '(none)')!r}"

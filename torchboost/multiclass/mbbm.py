@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchboost.boosters.state import adopt_unrecorded
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
@@ -72,7 +73,7 @@ class OnlineMBBM(MulticlassBooster):
         (torch.Size([5]), True)
     """
 
-    config_keys = ("gamma", "weight_bound")
+    config_keys = ("gamma", "weight_bound", "potentials_setting")
 
     def __init__(
         self,
@@ -119,6 +120,17 @@ class OnlineMBBM(MulticlassBooster):
         self.weight_bound = float(n_classes - 1 if weight_bound is None else weight_bound)
         if not self.weight_bound > 0:
             raise ValueError(f"weight_bound must be > 0, got {weight_bound}")
+
+    @property
+    def potentials_setting(self) -> str:
+        """The potentials as the configuration records them (class, ``γ``, and Monte Carlo's
+        draws and seed): a state saved with other potentials is refused on load."""
+        return repr(self.potentials)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        adopt_unrecorded(state_dict, prefix, "potentials_setting", self.potentials_setting)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def vote_weights(self, n_learners: int) -> Tensor:
         """OnlineMBBM's votes are unweighted (``α ≡ 1``)."""
