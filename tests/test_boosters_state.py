@@ -128,3 +128,19 @@ def test_booster_moved_to_cuda_mid_stream_matches_cpu(name):
     assert torch.allclose(cpu.predict(x), gpu.predict(x.cuda()).cpu(), atol=1e-4)
     with pytest.raises(ValueError, match="cuda"):
         gpu.learn(x, labels_for(cpu, 32))
+
+
+@pytest.mark.parametrize("stage", [3, -1])
+def test_stagewise_refuses_a_stage_beyond_its_learners(stage):
+    """A red-team finding: stage 7 of 3 learners loaded, then predict and learn failed."""
+    torch.manual_seed(0)
+    booster = StagewiseGB(lambda: TwoLayerNet(3, 4), n_learners=3)
+    booster.learn(torch.randn(8, 3), torch.randn(8))
+    bad = copy.deepcopy(booster.state_dict())
+    bad["stage"] = torch.tensor(stage)
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(ValueError, match=f"its stage is {stage}, not one of this booster's "
+                                         r"learners 0\.\.2"):
+        booster.load_state_dict(bad)
+    after = booster.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in before.items() if torch.is_tensor(v))

@@ -149,6 +149,25 @@ def test_mbbm_refuses_a_state_saved_with_other_potentials() -> None:
     assert torch.equal(same.learn(x, y), saved.learn(x, y))
 
 
+@pytest.mark.parametrize("entry", ["alpha", "hedge.log_weights", "cost_of_vote", "generator"])
+def test_a_state_with_values_the_booster_cannot_run_with_is_refused(entry: str) -> None:
+    """Non-finite vote weights or Hedge weights, or a generator entry that is not a generator's
+    state, are refused by name, nothing loaded (a red-team finding: they loaded, and the
+    booster voted with inf or raised torch's RuntimeError)."""
+    x, y = stream(12)
+    booster = make("olm")
+    booster.learn(x, y)
+    bad = copy.deepcopy(booster.state_dict())
+    if entry == "generator":
+        bad["_extra_state"]["generator"] = torch.zeros(3, dtype=torch.uint8)
+    else:
+        bad[entry] = torch.full_like(bad[entry], float("nan"))
+    before = snapshot(booster)
+    with pytest.raises(ValueError, match=f"nothing was loaded.*{entry.split('.')[0]}"):
+        booster.load_state_dict(bad)
+    assert_same_state(before, booster)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_boosters_learn_a_simple_stream(kind: str) -> None:
     booster = make(kind)

@@ -90,6 +90,12 @@ class StagewiseGB(GradientBoosting):
         return Round(output.unsqueeze(0), h[-1:], partials[-2:], partials[-1], target, weights,
                      first=i, index=i)
 
+    def _check_loaded_values(self) -> None:
+        if not 0 <= int(self.stage) < self.n_learners:
+            raise ValueError(f"the state does not fit this booster (nothing was loaded): its "
+                             f"stage is {int(self.stage)}, not one of this booster's learners "
+                             f"0..{self.n_learners - 1}")
+
     def stepping_learner(self) -> int:
         """The current stage's learner."""
         return int(self.stage)

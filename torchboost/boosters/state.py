@@ -83,6 +83,7 @@ class BoosterState:
         try:
             result = super().load_state_dict(state_dict, strict, assign)
             self._check_statistics()
+            self._check_loaded_values()
             return result
         except BaseException as err:
             self._restore_rule_settings(rule)  # an earlier rule adopted from the state, undone
@@ -139,6 +140,10 @@ class BoosterState:
                 and tuple(saved_betas) == RULE_BETAS_BEFORE
                 and self.learners.optimizers[0].defaults.get("betas") == DEFAULT_BETAS):
             self.learners.adopt_betas(RULE_BETAS_BEFORE)
+
+    def _check_loaded_values(self) -> None:
+        """Raise ``ValueError`` for loaded values this booster cannot run with (default: none;
+        e.g. a stage beyond the last learner, non-finite vote weights): the load is undone."""
 
     def _check_statistics(self) -> None:
         """Loaded running statistics must fit the loaded input shape and outputs (they are sized

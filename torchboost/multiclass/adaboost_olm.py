@@ -101,6 +101,18 @@ class AdaboostOLM(MulticlassBooster):
         self.register_buffer("cost_of_vote", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("cost_of_truth", torch.zeros(n, dtype=torch.float64))
 
+    def _check_loaded_values(self) -> None:
+        """Vote weights, Hedge's log weights and the costs must be finite, the counter >= 0."""
+        for name, value in (("alpha", self.alpha), ("hedge.log_weights", self.hedge.log_weights),
+                            ("cost_of_vote", self.cost_of_vote),
+                            ("cost_of_truth", self.cost_of_truth)):
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
+                                 f"its {name} is not finite")
+        if int(self.t) < 0:
+            raise ValueError(f"the state does not fit this booster (nothing was loaded): its "
+                             f"example counter t is {int(self.t)}")
+
     def vote_weights(self, n_learners: int) -> Tensor:
         return self.alpha[:n_learners]
 

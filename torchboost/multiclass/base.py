@@ -256,4 +256,10 @@ class MulticlassBooster(Booster):
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
-        self.generator.set_state(state["generator"])
+        saved, mine = state["generator"], self.generator.get_state()
+        if not (torch.is_tensor(saved) and saved.dtype == mine.dtype
+                and saved.shape == mine.shape):
+            raise ValueError("the state does not fit this booster (nothing was loaded): its "
+                             "generator entry is not the state of a CPU torch.Generator; load "
+                             "a state_dict() saved by a booster built like this one")
+        self.generator.set_state(saved)
