@@ -337,3 +337,12 @@ def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_le
     plain = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
                         standardize=False, step=0.5, **SGD)
     assert "best_epoch" not in plain.fit(batches, max_epochs=2, patience=1)[0]
+    # refused: an iterator, before any round; a score that is not a number, after its epoch
+    fresh = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
+                        standardize=False, step=0.5, **SGD)
+    with pytest.raises(ValueError, match="batches is an iterator"):
+        fresh.fit(iter(batches), max_epochs=2)
+    assert fresh.rounds == 0
+    with pytest.raises(ValueError, match="validate returned nan after epoch 1 of stage 0"):
+        fresh.fit(batches, max_epochs=2, validate=lambda model: float("nan"))
+    assert fresh.rounds == 2 and int(fresh.stage) == 0  # the epoch's rounds stay learnt

@@ -3,6 +3,7 @@ baseline of the SGB paper's Sec. 6.2."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -153,9 +154,17 @@ class StagewiseGB(GradientBoosting):
         evaluation every K compute units). Returns one summary dict per trained stage
         (``stage``, ``epochs``, ``fit_loss`` of the last epoch, ``compute_units`` at its end
         and, with ``validate``, ``val_score`` of the kept learner and ``best_epoch``).
+
+        ``fit`` is a sequence of rounds, each all or nothing: if one raises (a bad batch, an
+        interruption, a ``validate`` that is not a finite number), the rounds before it stay
+        learnt, as hours of stages should, and ``fit`` called again goes on from the current
+        stage. An iterator (which the first epoch would exhaust) is refused before any round.
         """
         if max_epochs < 1 or patience < 1:
             raise ValueError("max_epochs and patience must be >= 1")
+        if not callable(batches) and iter(batches) is batches:
+            raise ValueError("batches is an iterator, which the first epoch would exhaust; pass "
+                             "a list, a DataLoader or a function returning a fresh iterable")
         epochs = batches if callable(batches) else (lambda: batches)
         history = []
         stages = range(int(self.stage), self.n_learners)
@@ -168,6 +177,10 @@ class StagewiseGB(GradientBoosting):
                 epoch_loss = self._fit_epoch(epochs(), on_batch_end)
                 epochs_run += 1
                 score = epoch_loss if validate is None else float(validate(self))
+                if not math.isfinite(score):
+                    raise ValueError(f"validate returned {score} after epoch {epochs_run} of "
+                                     f"stage {i}: a held-out score must be a finite number "
+                                     "(lower is better); the rounds so far stay learnt")
                 if score < best * (1.0 - tol):
                     best, stale, best_epoch = score, 0, epochs_run
                     if validate is not None:
