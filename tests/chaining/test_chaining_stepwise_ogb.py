@@ -81,3 +81,68 @@ def test_nested_boosters_and_bad_inputs() -> None:
     container = StepwiseOGB(WeakLearners(lambda: nn.Linear(1, 1), n_learners=2))
     with pytest.raises(ValueError, match="NaN"):
         container.learn(torch.tensor([[float("nan")]]), torch.ones(1))
+
+
+def test_a_container_of_schedule_free_learners_learns_at_the_learning_point() -> None:
+    """The default optimizer (schedule-free) learns through StepwiseOGB (before: every learn
+    raised 'run the learners' forward and step inside learners.learning_point()'); between
+    rounds the learners hold their averaged weights, which predict uses."""
+    torch.manual_seed(0)
+    boost = StepwiseOGB(WeakLearners(lambda: nn.Linear(1, 1), n_learners=2,
+                                     optimizer_kwargs={"lr": 0.1}))
+    x = torch.rand(256, 1)
+    before = float((boost.predict(x)[:, 0] - 3 * x[:, 0]).pow(2).mean())
+    for _ in range(150):
+        batch = torch.rand(16, 1)
+        boost.learn(batch, 3 * batch[:, 0])
+    after = float((boost.predict(x)[:, 0] - 3 * x[:, 0]).pow(2).mean())
+    assert after < 0.02 < before
+    assert not any(group["train_mode"] for opt in boost.container.optimizers
+                   for group in opt.param_groups)
+
+
+class _Failing(nn.Module):
+    """A linear learner that returns NaN or raises ``KeyboardInterrupt`` when told to."""
+
+    failure: str | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.failure == "interrupt":
+            raise KeyboardInterrupt
+        return self.linear(x) * (float("nan") if self.failure == "nan" else 1.0)
+
+
+@pytest.mark.parametrize("failure", ["nan", "interrupt"])
+def test_a_containers_round_is_all_or_nothing(failure: str) -> None:
+    """A NaN output raises DivergenceError naming the learner, and whatever raises leaves the
+    learners and their optimizers bitwise as they were (before: NaN reached every parameter)."""
+    from torchboost import DivergenceError
+
+    torch.manual_seed(0)
+    modules = [_Failing(), _Failing()]
+    boost = StepwiseOGB(WeakLearners(modules, mode="loop"))
+    x, y = torch.rand(8, 1), torch.rand(8)
+    boost.learn(x, y)
+    state = copy.deepcopy(boost.state_dict())
+    optimizers = copy.deepcopy([opt.state_dict() for opt in boost.container.optimizers])
+    modules[1].failure = failure
+    try:
+        with pytest.raises(DivergenceError if failure == "nan" else KeyboardInterrupt) as error:
+            boost.learn(x, y)
+    finally:
+        modules[1].failure = None
+    if failure == "nan":
+        assert error.value.learner == 1
+    after = boost.state_dict()
+    assert all(torch.equal(value, after[key]) for key, value in state.items()
+               if torch.is_tensor(value))
+    for saved, opt in zip(optimizers, boost.container.optimizers, strict=True):
+        now = opt.state_dict()
+        assert saved["param_groups"] == now["param_groups"]
+        for key, entry in saved["state"].items():
+            assert all(torch.equal(v, now["state"][key][k]) for k, v in entry.items()
+                       if torch.is_tensor(v))

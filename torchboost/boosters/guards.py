@@ -290,6 +290,8 @@ def _unit_scale(device: torch.device) -> Tensor:
 
 def _first_bad_row(t: Tensor) -> int | None:
     """Index of the first row (along dim 0) holding NaN or inf, ``None`` if there is none."""
+    if t.numel() == 0:  # no rows checked (a round without partial sums or targets)
+        return None
     rows = (~torch.isfinite(t.reshape(t.shape[0], -1))).any(1).nonzero()
     return int(rows[0]) if len(rows) else None
 

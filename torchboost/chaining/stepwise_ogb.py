@@ -26,12 +26,14 @@ A batch is one round whose loss is the batch mean (:mod:`~torchboost.chaining.ro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.guards import check_round
+from torchboost.boosters.transaction import RoundTransaction
 from torchboost.chaining.rounds import check_gradients, check_labels, scalar_loss
 from torchboost.inputs import check_features
 from torchboost.learners import WeakLearners
@@ -81,6 +83,8 @@ class StepwiseOGB(nn.Module):
         super().__init__()
         self.loss = scalar_loss(loss)
         self.container = learners if isinstance(learners, WeakLearners) else None
+        #: a container's rounds, each all or nothing
+        self._transaction = RoundTransaction()
         if self.container is None:
             self.members = list(learners)
             if not self.members:
@@ -106,14 +110,30 @@ class StepwiseOGB(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.predict(x)
 
+    @property
+    def learners(self) -> WeakLearners | None:
+        """The :class:`~torchboost.learners.WeakLearners` container, if the learners are one
+        (what a round's transaction saves and restores)."""
+        return self.container
+
+    def stepping_learner(self) -> None:
+        """A round steps every learner of the container (the round transaction's question)."""
+        return None
+
     def learn(self, x: Tensor, y: Tensor) -> Tensor:
         """Predict, then update every learner on ``ℓ'(f̂_t(x))`` (Alg. 1); returns the prediction
-        made before the update, ``(B, 1)``. Bad input raises ``ValueError`` before any update."""
+        made before the update, ``(B, 1)``. Bad input raises ``ValueError`` before any update.
+
+        A container's round is all or nothing, as a booster's
+        (:mod:`~torchboost.boosters.transaction`): schedule-free learners learn at their
+        learning point and predict with their averaged weights, a non-finite output or step
+        raises :class:`~torchboost.DivergenceError` naming the learner, and whatever raises
+        leaves the learners, their optimizers and torch's generators as they were. Online
+        learners are updated one after another, each all or nothing by itself: one that raises
+        leaves those before it updated."""
         if self.container is not None:
-            outputs = self.container(_inputs(x))
-            prediction = _as_column(outputs.detach().sum(0), x)
-            self._step_container(outputs, self._gradient(prediction, y))
-            return prediction
+            return self._container_round(_inputs(x), lambda prediction: self._gradient(
+                prediction, y))
         prediction = self.predict(x)
         self.update(x, self._gradient(prediction, y))
         return prediction
@@ -125,15 +145,25 @@ class StepwiseOGB(nn.Module):
         if self.container is not None:
             grad = check_gradients(grad, x.shape[0], x.device)[:, None]
             with torch.enable_grad():
-                self._step_container(self.container(_inputs(x)), grad)
+                self._container_round(_inputs(x), lambda prediction: grad)
             return
         for learner in self.members:
             learner.update(x, grad)
 
-    def _step_container(self, outputs: Tensor, grad: Tensor) -> None:
-        """∂(batch-mean loss)/∂h_n(x_i) = ℓ'(f̂(x_i)) / B for every learner ``n``."""
+    def _container_round(self, x: Tensor, gradient: Callable[[Tensor], Tensor]) -> Tensor:
+        """One round of the container, in a round transaction: the learners' outputs at their
+        learning point, checked finite; the output gradient ``gradient(prediction)``, ``(B,
+        1)``; ∂(batch-mean loss)/∂h_n(x_i) = ℓ'(f̂(x_i)) / B for every learner ``n``, a
+        guarded step. Returns the prediction, ``(B, 1)``."""
         assert self.container is not None
-        self.container.step_outputs(outputs, grad.expand_as(outputs) / outputs.shape[1])
+        with self._transaction(self) as round_, self.container.learning_point():
+            outputs = self.container(x)
+            check_round(outputs, outputs.new_zeros(0), outputs.new_zeros(0))
+            prediction = _as_column(outputs.detach().sum(0), x)
+            grad = gradient(prediction)
+            round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],
+                        None, None)
+        return prediction
 
     def _gradient(self, prediction: Tensor, y: Tensor) -> Tensor:
         z = check_labels(self.loss, y, prediction.shape[0], prediction.device)
