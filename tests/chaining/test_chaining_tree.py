@@ -286,3 +286,41 @@ def test_node_ids_fit_int64_up_to_the_limit(dim: int, depth: int) -> None:
         DyadicPartition((0.0, 1.0), depth=depth + 1 + 62 // dim, dim=dim)
     tree = ChainingTree((0.0, 1.0), depth=depth, dim=dim)
     assert torch.isfinite(tree.learn(x, x.mean(1))).all()
+
+
+def _trained_tree(rounds: int) -> ChainingTree:
+    tree = ChainingTree((0.0, 1.0), depth=4, bound=2.0)
+    g = torch.Generator().manual_seed(rounds)
+    for _ in range(rounds):
+        tree.learn(torch.rand(4, 1, dtype=torch.float64, generator=g),
+                   torch.rand(4, generator=g))
+    return tree
+
+
+@pytest.mark.parametrize("booster", [False, True])
+@pytest.mark.parametrize("fault", ["missing", "width"])
+def test_a_state_that_does_not_fit_loads_nothing(fault: str, booster: bool) -> None:
+    """All or nothing (red-team findings): a state with an entry missing had swapped the other
+    tree's tables in while the row count stayed; one with tables of another width loaded, and
+    the next learn failed."""
+    from torchboost.chaining import ChainingBooster
+
+    model, other = _trained_tree(5), _trained_tree(20)
+    if booster:
+        model, other = ChainingBooster(model), ChainingBooster(other)
+    prefix = "model." if booster else ""
+    state = copy.deepcopy(other.state_dict())
+    if fault == "missing":
+        state.pop(prefix + "grad_step._extra_state")
+    else:
+        state[prefix + "grad_step.data"] = state[prefix + "grad_step.data"][:, :2].clone()
+    before = copy.deepcopy(model.state_dict())
+    x = torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]
+    predicted = model.predict(x.float() if booster else x)
+    with pytest.raises(ValueError, match="nothing was loaded"):
+        model.load_state_dict(state)
+    after = model.state_dict()
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        assert torch.equal(value, after[key]) if torch.is_tensor(value) else value == after[key]
+    assert torch.equal(predicted, model.predict(x.float() if booster else x))

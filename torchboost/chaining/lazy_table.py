@@ -169,13 +169,19 @@ class LazyTable(nn.Module):
         return {"n_rows": self.n_rows}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
-        self.n_rows = int(state["n_rows"])
+        n_rows = int(state["n_rows"])
+        if not 0 <= n_rows <= self.row_keys.numel():
+            raise ValueError(f"the table's state holds {n_rows} rows for a capacity of "
+                             f"{self.row_keys.numel()}: it was not saved by a table")
+        self.n_rows = n_rows
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
                               *args: Any, **kwargs: Any) -> None:
-        # The buffers' sizes depend on how many rows exist: adopt the checkpoint's sizes first.
+        # The buffers' lengths depend on how many rows exist: adopt the checkpoint's lengths
+        # first; other trailing sizes (another number of columns) are torch's size mismatch.
         for name, buffer in self._buffers.items():
             saved = state_dict.get(prefix + name)
-            if buffer is not None and saved is not None and saved.shape != buffer.shape:
+            if (buffer is not None and saved is not None and saved.shape != buffer.shape
+                    and saved.shape[1:] == buffer.shape[1:]):
                 self._buffers[name] = buffer.new_empty(saved.shape)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from torchboost.boosters.guards import check_round
 from torchboost.boosters.transaction import RoundTransaction
+from torchboost.chaining.atomic_load import AtomicLoad
 from torchboost.chaining.rounds import check_gradients, check_labels, scalar_loss
 from torchboost.inputs import check_features
 from torchboost.learners import WeakLearners
@@ -55,7 +56,7 @@ class OnlineLearner(Protocol):
         ...
 
 
-class StepwiseOGB(nn.Module):
+class StepwiseOGB(AtomicLoad):
     """Alg. 1: ``f̂ = Σ_n h_n``, every learner updated every round on ``ℓ'(f̂_t(x_t))``.
 
     Args:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.chaining.atomic_load import AtomicLoad
 from torchboost.inputs import check_features
 from torchboost.losses import Loss
 from torchboost.protocol import counters, load_counters
@@ -17,7 +18,7 @@ from torchboost.protocol import counters, load_counters
 __all__ = ["ChainingBooster"]
 
 
-class ChainingBooster(nn.Module):
+class ChainingBooster(AtomicLoad):
     """A chaining-family model with the booster contract: :meth:`learn` and :meth:`predict`
     return scores ``(B, 1)`` (the prediction made before the update), :meth:`predict_label`
     gives a classifier's labels, :meth:`score` and :meth:`evaluate` the mean loss (and error
