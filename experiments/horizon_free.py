@@ -5,7 +5,7 @@
     python experiments/horizon_free.py --first-seed 6 --seeds 2      # two more seeds, merged
     python experiments/horizon_free.py --replot                         # figure from the JSON
     python experiments/horizon_free.py --spread 20     # seed spread after one pass, ~4 min
-    python experiments/horizon_free.py --spread 20 --streams kin40k --spread-knobs r1 lr0.15
+    python experiments/horizon_free.py --spread 40 --streams kin40k --spread-knobs r1  # knobs
 
 Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
 ``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as
@@ -448,7 +448,8 @@ def main() -> None:
                              "the new, over SEEDS seeds (spread.json)")
     parser.add_argument("--spread-knobs", nargs="+", default=[],
                         choices=sorted(VARIANTS | SPREAD_KNOBS),
-                        help="with --spread: the default rule changed by each of these too")
+                        help="with --spread: the default rule changed by each of these too "
+                             "(spread_knobs.json)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.spread:
@@ -457,13 +458,16 @@ def main() -> None:
                 for method in SPREAD_METHODS + tuple(map(spread_knob, args.spread_knobs))]
         with multiprocessing.Pool(args.workers) as pool:
             rows = pool.map(_job, jobs)
-        path = args.out / "spread.json"  # other streams' runs stay (--streams reruns some)
+        # other streams' runs stay (--streams reruns some); the knobs' runs have their own file
+        path = args.out / ("spread_knobs.json" if args.spread_knobs else "spread.json")
         kept = [r for r in (json.loads(path.read_text())["runs"] if path.exists() else [])
                 if r["stream"] not in args.streams]
         rows = kept + rows
         table = spread(rows)
         path.write_text(json.dumps({"runs": rows, "spread": table}, indent=1))
         for stream, cell in table.items():
+            if stream not in args.streams:
+                continue
             print(f"{stream:15s} std old {cell[f'adam_{ADAM_LR:.0e}']['std']:.4g} new "
                   f"{cell['default']['std']:.4g} ratio {cell['std_ratio']:.2f}")
             for knob in args.spread_knobs:

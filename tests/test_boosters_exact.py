@@ -340,8 +340,13 @@ def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_le
     # refused: an iterator, before any round; a score that is not a number, after its epoch
     fresh = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
                         standardize=False, step=0.5, **SGD)
+    from torchboost.data import DataStream
+
     with pytest.raises(ValueError, match="batches is an iterator"):
         fresh.fit(iter(batches), max_epochs=2)
+    stream = DataStream(torch.randn(4, 1), torch.randn(4), batch_size=2, standardize=None)
+    with pytest.raises(ValueError, match="batches is a DataStream, which the first epoch"):
+        fresh.fit(stream, max_epochs=2)  # one pass: its second epoch had found nothing
     assert fresh.rounds == 0
     with pytest.raises(ValueError, match="validate returned nan after epoch 1 of stage 0"):
         fresh.fit(batches, max_epochs=2, validate=lambda model: float("nan"))

@@ -229,9 +229,8 @@ class _RiverBoosting:
         if not self._x:
             return
         first = self.booster_ is None
-        if first:  # a first round that raises leaves no booster and the generator as it was
+        if first:  # a first round that raises leaves no booster (the builder forks the RNG)
             assert self.features is not None
-            rng = torch.get_rng_state()
             self.booster_ = build_booster(
                 self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
                 n_features=len(self.features), n_outputs=self._n_outputs(),
@@ -240,15 +239,14 @@ class _RiverBoosting:
                 optimizer=self.optimizer, learning_rate=self.learning_rate, dtype=self.dtype,
                 device=self.device, seed=self.seed, classifier=self._is_classifier,
                 lr_scheduler=lr_schedule_factory(self.lr_schedule, None), chained=self.chained)
-        x = self._tensor(self._x)
-        y = self._encode(self._y).to(self.device)
         try:
+            x = self._tensor(self._x)
+            y = self._encode(self._y).to(self.device)
             with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
                 self.booster_.learn(x, y)
         except BaseException:
             if first:
                 self.booster_ = None
-                torch.set_rng_state(rng)
             raise
         self._x, self._y = [], []
 

@@ -102,24 +102,27 @@ def test_a_container_of_schedule_free_learners_learns_at_the_learning_point() ->
 
 
 class _Failing(nn.Module):
-    """A linear learner that returns NaN or raises ``KeyboardInterrupt`` when told to."""
+    """A linear learner that returns NaN when told to."""
 
-    failure: str | None = None
+    nan = False
 
     def __init__(self) -> None:
         super().__init__()
         self.linear = nn.Linear(1, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.failure == "interrupt":
-            raise KeyboardInterrupt
-        return self.linear(x) * (float("nan") if self.failure == "nan" else 1.0)
+        return self.linear(x) * (float("nan") if self.nan else 1.0)
+
+
+def _interrupt(*args: object) -> None:
+    raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("failure", ["nan", "interrupt"])
 def test_a_containers_round_is_all_or_nothing(failure: str) -> None:
-    """A NaN output raises DivergenceError naming the learner, and whatever raises leaves the
-    learners and their optimizers bitwise as they were (before: NaN reached every parameter)."""
+    """A NaN output raises DivergenceError naming the learner (before: NaN reached every
+    parameter), and an interruption after the first learner stepped leaves the learners and
+    their optimizers bitwise as they were."""
     from torchboost import DivergenceError
 
     torch.manual_seed(0)
@@ -129,14 +132,19 @@ def test_a_containers_round_is_all_or_nothing(failure: str) -> None:
     boost.learn(x, y)
     state = copy.deepcopy(boost.state_dict())
     optimizers = copy.deepcopy([opt.state_dict() for opt in boost.container.optimizers])
-    modules[1].failure = failure
+    modules[1].nan = failure == "nan"
+    hook = (boost.container.optimizers[1].register_step_pre_hook(_interrupt)
+            if failure == "interrupt" else None)
     try:
         with pytest.raises(DivergenceError if failure == "nan" else KeyboardInterrupt) as error:
             boost.learn(x, y)
     finally:
-        modules[1].failure = None
+        modules[1].nan = False
+        if hook is not None:
+            hook.remove()
     if failure == "nan":
         assert error.value.learner == 1
+        assert "no step has been taken yet" not in str(error.value)
     after = boost.state_dict()
     assert all(torch.equal(value, after[key]) for key, value in state.items()
                if torch.is_tensor(value))
@@ -146,3 +154,14 @@ def test_a_containers_round_is_all_or_nothing(failure: str) -> None:
         for key, entry in saved["state"].items():
             assert all(torch.equal(v, now["state"][key][k]) for k, v in entry.items()
                        if torch.is_tensor(v))
+
+
+def test_nan_outputs_in_the_first_round_point_at_the_forward() -> None:
+    """As a booster's: before any step the learning rate is not the suspect."""
+    from torchboost import DivergenceError
+
+    modules = [_Failing(), _Failing()]
+    modules[0].nan = True
+    boost = StepwiseOGB(WeakLearners(modules, mode="loop"))
+    with pytest.raises(DivergenceError, match="no step has been taken yet"):
+        boost.learn(torch.rand(8, 1), torch.rand(8))

@@ -298,7 +298,7 @@ def _trained_tree(rounds: int) -> ChainingTree:
 
 
 @pytest.mark.parametrize("booster", [False, True])
-@pytest.mark.parametrize("fault", ["missing", "width"])
+@pytest.mark.parametrize("fault", ["missing", "width", "rows"])
 def test_a_state_that_does_not_fit_loads_nothing(fault: str, booster: bool) -> None:
     """All or nothing (red-team findings): a state with an entry missing had swapped the other
     tree's tables in while the row count stayed; one with tables of another width loaded, and
@@ -312,6 +312,8 @@ def test_a_state_that_does_not_fit_loads_nothing(fault: str, booster: bool) -> N
     state = copy.deepcopy(other.state_dict())
     if fault == "missing":
         state.pop(prefix + "grad_step._extra_state")
+    elif fault == "rows":  # more rows than the saved tables hold
+        state[prefix + "grad_step._extra_state"] = {"n_rows": 10 ** 6}
     else:
         state[prefix + "grad_step.data"] = state[prefix + "grad_step.data"][:, :2].clone()
     before = copy.deepcopy(model.state_dict())

@@ -10,7 +10,13 @@ import torch
 from torch import nn
 
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
-from torchboost.multiclass import AdaboostOLM, MulticlassBooster, OnlineMBBM, OzaBoost
+from torchboost.multiclass import (
+    AdaboostOLM,
+    MonteCarloPotentials,
+    MulticlassBooster,
+    OnlineMBBM,
+    OzaBoost,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -143,6 +149,10 @@ def test_mbbm_refuses_a_state_saved_with_other_potentials() -> None:
                                              r"\(n_classes=3, gamma=0.1, n_samples=200, seed=0\)'"):
             other.load_state_dict(copy.deepcopy(state))
         assert_same_state(before, other)
+    class Mine(MonteCarloPotentials):  # a subclass is told apart from its base
+        pass
+
+    assert repr(Mine(K, 0.1, 200, 0)).startswith("Mine(n_classes=3")
     del state["_extra_state"]["config"]["potentials_setting"]  # as saved before
     same = make("mbbm_mc", seed=7)
     same.load_state_dict(copy.deepcopy(state))

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torchboost.boosters.data_parallel import DataParallel
 from torchboost.boosters.default_lr import with_default_lr
 from torchboost.boosters.diagnostics import BoosterDiagnostics
-from torchboost.boosters.guards import check_round
+from torchboost.boosters.guards import check_round, learners_trained
 from torchboost.boosters.prediction import Prediction
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
@@ -280,7 +280,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         x, z = self._checked_round_input(x, y)
         self._run_learners(self.learners.probe, x)  # mode="auto" settles before the round
         labels = z  # in the user's units, for :meth:`round_scores`
-        with self._transaction(self) as round_:
+        with self._transaction(self, self.learners, self.stepping_learner()) as round_:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
                 x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
                 round_.on_commit(self.standardizer.commit)
@@ -289,7 +289,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             with self.learners.learning_point(self.stepping_learner()):
                 plan = self.plan_round(x, z)
                 check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first,
-                            trained=self.rounds > 0)
+                            trained=lambda: learners_trained(self.learners,
+                                                             self.stepping_learner()))
                 output_grad = self.learner_loss_grad(plan.h, plan.targets)
                 if plan.weights is not None:  # a per-output weighted loss: output by output
                     output_grad = output_grad * plan.weights

@@ -46,7 +46,7 @@ Why the checks there: only Adam-like updates are bounded by ``lr``; SGD's ``lr·
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -91,16 +91,17 @@ UNTRAINED_OUTPUT_FIX = ("no step has been taken yet, so the learner's forward ma
 
 
 def check_round(h: Tensor, partials: Tensor, targets: Tensor,
-                sync: Synchronizer | None = None, first: int = 0, trained: bool = True) -> None:
+                sync: Synchronizer | None = None, first: int = 0,
+                trained: Callable[[], bool] | None = None) -> None:
     """Check 1: raise :class:`DivergenceError` if ``h (N, B, m)``, ``partials (N+1, B, m)`` or
     ``targets (N, B, m)`` hold NaN or inf. Partial sum ``y^i`` is charged to learner ``i − 1``
     (0-based), the last one whose output entered it; the smallest learner index wins.
 
     With a data-parallel ``sync`` the verdict is summed over the replicas (one small all-reduce),
     so that all of them raise together instead of leaving the others waiting in a collective.
-    ``first`` is the index of the learner of row 0 (a stage of stagewise boosting); a learner
-    not ``trained`` yet whose output is not finite is told to look at its forward, not the
-    learning rate.
+    ``first`` is the index of the learner of row 0 (a stage of stagewise boosting). Where an
+    output is not finite and ``trained()`` (asked only then) says that no learner of the round
+    has stepped yet, the error points at the learner's forward, not the learning rate.
     """
     found: list[tuple[int, str]] = []
     if not math.isfinite((h.sum() + partials.sum() + targets.sum()).item()):
@@ -121,9 +122,15 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
                                                         "NaN or inf on another replica")
     if found:
         learner, what = min(found, key=lambda item: item[0])
-        fix = (UNTRAINED_OUTPUT_FIX if not trained and what == "output h_i(x)"
-               else DivergenceError.LOWER_THE_RATE)
+        untrained = what == "output h_i(x)" and trained is not None and not trained()
+        fix = UNTRAINED_OUTPUT_FIX if untrained else DivergenceError.LOWER_THE_RATE
         raise DivergenceError(first + learner, f"its {what} is NaN or inf", fix)
+
+
+def learners_trained(learners: WeakLearners, index: int | None) -> bool:
+    """Whether the optimizers that step ``learners`` (or learner ``index``) have stepped yet:
+    they keep state from their first step on."""
+    return any(opt.state for opt in learners.stepped_optimizers(index))
 
 
 @contextmanager

@@ -4,7 +4,7 @@ baseline of the SGB paper's Sec. 6.2."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.gradient_boosting import GradientBoosting
+from torchboost.data import DataStream, MultiPassStream
 from torchboost.learners import WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, FUSED_OPTIMIZERS
 
@@ -158,13 +159,16 @@ class StagewiseGB(GradientBoosting):
         ``fit`` is a sequence of rounds, each all or nothing: if one raises (a bad batch, an
         interruption, a ``validate`` that is not a finite number), the rounds before it stay
         learnt, as hours of stages should, and ``fit`` called again goes on from the current
-        stage. An iterator (which the first epoch would exhaust) is refused before any round.
+        stage. An iterator or a one-pass stream (which the first epoch would exhaust) is
+        refused before any round.
         """
         if max_epochs < 1 or patience < 1:
             raise ValueError("max_epochs and patience must be >= 1")
-        if not callable(batches) and iter(batches) is batches:
-            raise ValueError("batches is an iterator, which the first epoch would exhaust; pass "
-                             "a list, a DataLoader or a function returning a fresh iterable")
+        if isinstance(batches, Iterator | DataStream | MultiPassStream):
+            what = "an iterator" if isinstance(batches, Iterator) else f"a {type(batches).__name__}"
+            raise ValueError(f"batches is {what}, which the first epoch would exhaust; pass a "
+                             "list, a DataLoader or a function returning a fresh iterable each "
+                             "epoch (e.g. one that calls stream.reset() and returns the stream)")
         epochs = batches if callable(batches) else (lambda: batches)
         history = []
         stages = range(int(self.stage), self.n_learners)
@@ -178,9 +182,11 @@ class StagewiseGB(GradientBoosting):
                 epochs_run += 1
                 score = epoch_loss if validate is None else float(validate(self))
                 if not math.isfinite(score):
-                    raise ValueError(f"validate returned {score} after epoch {epochs_run} of "
-                                     f"stage {i}: a held-out score must be a finite number "
-                                     "(lower is better); the rounds so far stay learnt")
+                    what = ("the epoch's fit loss is" if validate is None
+                            else "validate returned")
+                    raise ValueError(f"{what} {score} after epoch {epochs_run} of stage {i}: "
+                                     "a score must be a finite number (lower is better); the "
+                                     "rounds so far stay learnt")
                 if score < best * (1.0 - tol):
                     best, stale, best_epoch = score, 0, epochs_run
                     if validate is not None:

@@ -5,12 +5,12 @@ Nothing here runs during a round."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from torchboost.atomic_load import AtomicLoad
 from torchboost.boosters.default_lr import DEFAULT_BETAS, RULE_BETAS_BEFORE
 from torchboost.boosters.stall import StallMonitor
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
@@ -20,8 +20,11 @@ from torchboost.protocol import counters, load_counters
 __all__ = ["BoosterState"]
 
 
-class BoosterState:
-    """What :class:`~torchboost.boosters.base.Booster` saves and loads (module docstring)."""
+class BoosterState(AtomicLoad):
+    """What :class:`~torchboost.boosters.base.Booster` saves and loads (module docstring); the
+    load is all or nothing (:class:`~torchboost.atomic_load.AtomicLoad`)."""
+
+    state_owner = "booster"
 
     # --- state ------------------------------------------------------------------------------------
     #: attributes that configure the algorithm, saved in the state and compared on loading
@@ -64,46 +67,14 @@ class BoosterState:
                 out[key] = _describe(getattr(self, key))
         return out
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False) -> Any:
-        """Load a saved state, all or nothing: a state that does not fit — saved by a booster
-        configured differently, with learners of another architecture, with keys missing —
-        raises a ``ValueError`` and leaves this booster exactly as it was (parameters,
-        optimizer and schedule state, buffers, counters, mode)."""
-        if assign:
-            raise ValueError("load_state_dict(assign=True) would replace the learners' parameter "
-                             "tensors while their optimizers keep stepping the old ones (the "
-                             "booster would never learn again); load without assign, which "
-                             "copies the saved values into the learners' own tensors")
-        if not isinstance(state_dict, Mapping):
-            raise ValueError(f"load_state_dict takes a booster's state_dict() (a mapping), got "
-                             f"a {type(state_dict).__name__}")
-        backup = copy.deepcopy(self.state_dict())
-        rule = self._rule_settings()
-        try:
-            result = super().load_state_dict(state_dict, strict, assign)
-            self._check_statistics()
-            self._check_loaded_values()
-            return result
-        except BaseException as err:
-            self._restore_rule_settings(rule)  # an earlier rule adopted from the state, undone
-            super().load_state_dict(backup)
-            if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
-                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
-                                 f"an entry is malformed ({type(err).__name__}: {err}); load "
-                                 "a state_dict() saved by a booster built like this one"
-                                 ) from err
-            if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
-                why = ("its tensors have other shapes, so its learners have another "
-                       "architecture" if "size mismatch" in str(err) else
-                       "it has other entries, so it was saved by another kind of booster or "
-                       "with other learners")
-                raise ValueError(
-                    f"the state does not fit this booster (nothing was loaded): {why}; build "
-                    f"the booster as it was saved. {err}") from err
-            raise
+    def _other_shapes_reason(self) -> str:
+        return "its tensors have other shapes, so its learners have another architecture"
 
-    def _rule_settings(self) -> tuple[Any, ...]:
+    def _check_loaded(self) -> None:
+        self._check_statistics()
+        self._check_loaded_values()
+
+    def _load_settings(self) -> tuple[Any, ...]:
         """What loading may adopt from a state (:meth:`_adopt_earlier_rule`, the learners'
         loop mode, the stall window, every class's :attr:`rule_attributes`): restored when the
         load fails."""
@@ -113,7 +84,7 @@ class BoosterState:
                 self.learners.optimizer_spec, self.learners.optimizers[0].defaults.get("betas"),
                 {name: getattr(self, name) for name in names})
 
-    def _restore_rule_settings(self, settings: tuple[Any, ...]) -> None:
+    def _restore_load_settings(self, settings: tuple[Any, ...]) -> None:
         mode, window, spec, betas, attributes = settings
         self.learners.restore_mode(mode)
         if self.stall is not None:
@@ -187,11 +158,11 @@ class BoosterState:
             def adopted() -> dict[str, Any]:  # this configuration with mode and window adopted
                 return {**self.config(), "mode": mode, **window}
 
-            rule = self._rule_settings()
+            rule = self._load_settings()
             self._adopt_earlier_rule(saved)
             differences = _differences(saved, adopted())
             if differences:
-                self._restore_rule_settings(rule)
+                self._restore_load_settings(rule)
                 differences = _differences(saved, adopted())
                 raise ValueError("the state was saved by a booster configured differently (nothing "
                                  "was loaded); build the booster with the saved configuration. "

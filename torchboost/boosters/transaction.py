@@ -1,23 +1,24 @@
 """One round of a booster, all or nothing: :class:`RoundTransaction`.
 
 :meth:`Booster.learn <torchboost.boosters.base.Booster.learn>` runs its round inside ``with
-booster._transaction(booster) as round_:``. On entry the transaction copies every buffer of the
-booster and its submodules (σ, running sums, the stall monitor's, BatchNorm statistics, the
-standardiser's), the state of the booster's random generator (``booster.generator``, where it
-has one) and of torch's global ones (CPU, and CUDA once initialised: a learner's Dropout draws
-its masks from them; about 1 µs) and, for the learners the round trains
-(:meth:`Booster.stepping_learner <torchboost.boosters.base.Booster.stepping_learner>`), their
-parameters, optimizer state and parameter-group settings (:class:`LearnerSnapshot`: one
-multi-tensor copy into tensors kept from round to round). Inside, the learners step through
-:meth:`RoundTransaction.step`, guarded by :func:`~torchboost.boosters.guards.guard_step` (a
-non-finite or absurd step raises :class:`~torchboost.boosters.guards.DivergenceError`), and what
-may only happen once the round has succeeded is registered with
-:meth:`RoundTransaction.on_commit` (the standardiser's new statistics). The learning-rate
-schedules step last in the round (a scheduler that raises puts them all back). If anything
-raises — a guard, a learner, a hook, ``KeyboardInterrupt`` — the buffers, the generators and the
-learners are restored bitwise (schedule-free learners at their averaged weights,
-:mod:`~torchboost.learners.averaging`) and nothing is committed; otherwise the commits run, in
-order.
+booster._transaction(booster, learners, index) as round_:`` (so does a
+:class:`~torchboost.chaining.StepwiseOGB` over a learner container). On entry the transaction
+copies every buffer of the booster and its submodules (σ, running sums, the stall monitor's,
+BatchNorm statistics, the standardiser's), the state of the booster's random generator
+(``booster.generator``, where it has one) and of torch's global ones (CPU, and CUDA once
+initialised: a learner's Dropout draws its masks from them; about 1 µs on CPU, and a host-side
+copy per CUDA device) and, for the learners the round trains (:meth:`Booster.stepping_learner
+<torchboost.boosters.base.Booster.stepping_learner>`), their parameters, optimizer state and
+parameter-group settings (:class:`LearnerSnapshot`: one multi-tensor copy into tensors kept from
+round to round). Inside, the learners step through :meth:`RoundTransaction.step`, guarded by
+:func:`~torchboost.boosters.guards.guard_step` (a non-finite or absurd step raises
+:class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once the round
+has succeeded is registered with :meth:`RoundTransaction.on_commit` (the standardiser's new
+statistics). The learning-rate schedules step last in the round (a scheduler that raises puts
+them all back). If anything raises — a guard, a learner, a hook, ``KeyboardInterrupt`` — the
+buffers, the generators and the learners are restored bitwise (schedule-free learners at their
+averaged weights, :mod:`~torchboost.learners.averaging`) and nothing is committed; otherwise the
+commits run, in order.
 
 The learners' copy costs one pass over their parameters and optimizer state per round (Adam:
 one more ATen operation than before it, ``benchmarks/round_ops.py``); it replaced the guards'
@@ -221,16 +222,17 @@ class RoundTransaction:
         self.__init__()  # type: ignore[misc]
 
     @contextmanager
-    def __call__(self, booster: nn.Module) -> Iterator[RoundTransaction]:
-        """The round: restore the buffers, the learners and the random generators (the
-        booster's and torch's global ones) if the body raises, else run the registered
-        commits."""
+    def __call__(self, booster: nn.Module, learners: WeakLearners,
+                 index: int | None) -> Iterator[RoundTransaction]:
+        """The round of ``booster``, which trains its ``learners`` (all, or learner ``index``
+        alone): restore the buffers, the learners and the random generators (the booster's
+        and torch's global ones) if the body raises, else run the registered commits."""
         generator = vars(booster).get("generator")  # a plain attribute (no Module lookup miss)
         state = generator.get_state() if isinstance(generator, torch.Generator) else None
         global_rng = torch.get_rng_state()  # Dropout's masks, a learner's own draws
         global_cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         saved = self._snapshot.take(booster)
-        self._saved = self._learners.take(booster.learners, booster.stepping_learner())
+        self._saved = self._learners.take(learners, index)
         self._commits = []
         try:
             yield self

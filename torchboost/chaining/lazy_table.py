@@ -171,8 +171,9 @@ class LazyTable(nn.Module):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         n_rows = int(state["n_rows"])
         if not 0 <= n_rows <= self.row_keys.numel():
-            raise ValueError(f"the table's state holds {n_rows} rows for a capacity of "
-                             f"{self.row_keys.numel()}: it was not saved by a table")
+            raise ValueError(f"the state does not fit this table (nothing was loaded): it "
+                             f"holds {n_rows} rows for a capacity of {self.row_keys.numel()}; "
+                             "load a state_dict() saved by a model built like this one")
         self.n_rows = n_rows
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,

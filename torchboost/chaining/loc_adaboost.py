@@ -38,9 +38,9 @@ import math
 from typing import Literal
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from torchboost.chaining.atomic_load import AtomicLoad
+from torchboost.atomic_load import AtomicLoad
 from torchboost.chaining.coin_betting import build_grad_step
 from torchboost.chaining.follow_the_leader import FollowTheLeaderRoots
 from torchboost.chaining.grad_step import GradStepSpec
@@ -64,7 +64,7 @@ Roots = Literal["ftl", "grid"]
 _MAX_KEY = 2**63 - 1
 
 
-class LocAdaBoost(AtomicLoad):
+class LocAdaBoost(AtomicLoad, nn.Module):
     """Alg. 2 of Liautaud et al. (see the module docstring).
 
     Args:

@@ -32,9 +32,9 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from torchboost.boosters.guards import check_round
+from torchboost.atomic_load import AtomicLoad
+from torchboost.boosters.guards import check_round, learners_trained
 from torchboost.boosters.transaction import RoundTransaction
-from torchboost.chaining.atomic_load import AtomicLoad
 from torchboost.chaining.rounds import check_gradients, check_labels, scalar_loss
 from torchboost.inputs import check_features
 from torchboost.learners import WeakLearners
@@ -56,7 +56,7 @@ class OnlineLearner(Protocol):
         ...
 
 
-class StepwiseOGB(AtomicLoad):
+class StepwiseOGB(AtomicLoad, nn.Module):
     """Alg. 1: ``f̂ = Σ_n h_n``, every learner updated every round on ``ℓ'(f̂_t(x_t))``.
 
     Args:
@@ -111,16 +111,6 @@ class StepwiseOGB(AtomicLoad):
     def forward(self, x: Tensor) -> Tensor:
         return self.predict(x)
 
-    @property
-    def learners(self) -> WeakLearners | None:
-        """The :class:`~torchboost.learners.WeakLearners` container, if the learners are one
-        (what a round's transaction saves and restores)."""
-        return self.container
-
-    def stepping_learner(self) -> None:
-        """A round steps every learner of the container (the round transaction's question)."""
-        return None
-
     def learn(self, x: Tensor, y: Tensor) -> Tensor:
         """Predict, then update every learner on ``ℓ'(f̂_t(x))`` (Alg. 1); returns the prediction
         made before the update, ``(B, 1)``. Bad input raises ``ValueError`` before any update.
@@ -157,9 +147,12 @@ class StepwiseOGB(AtomicLoad):
         1)``; ∂(batch-mean loss)/∂h_n(x_i) = ℓ'(f̂(x_i)) / B for every learner ``n``, a
         guarded step. Returns the prediction, ``(B, 1)``."""
         assert self.container is not None
-        with self._transaction(self) as round_, self.container.learning_point():
+        self.container.probe(x)  # mode="auto" settles before the round (as in Booster.learn)
+        with (self._transaction(self, self.container, None) as round_,
+              self.container.learning_point()):
             outputs = self.container(x)
-            check_round(outputs, outputs.new_zeros(0), outputs.new_zeros(0))
+            check_round(outputs.detach(), outputs.new_zeros(0), outputs.new_zeros(0),
+                        trained=lambda: learners_trained(self.container, None))
             prediction = _as_column(outputs.detach().sum(0), x)
             grad = gradient(prediction)
             round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],

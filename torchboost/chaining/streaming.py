@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchboost.chaining.atomic_load import AtomicLoad
+from torchboost.atomic_load import AtomicLoad
 from torchboost.inputs import check_features
 from torchboost.losses import Loss
 from torchboost.protocol import counters, load_counters
@@ -18,7 +18,7 @@ from torchboost.protocol import counters, load_counters
 __all__ = ["ChainingBooster"]
 
 
-class ChainingBooster(AtomicLoad):
+class ChainingBooster(AtomicLoad, nn.Module):
     """A chaining-family model with the booster contract: :meth:`learn` and :meth:`predict`
     return scores ``(B, 1)`` (the prediction made before the update), :meth:`predict_label`
     gives a classifier's labels, :meth:`score` and :meth:`evaluate` the mean loss (and error

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from torchboost.chaining.atomic_load import AtomicLoad
+from torchboost.atomic_load import AtomicLoad
 from torchboost.chaining.coin_betting import build_grad_step
 from torchboost.chaining.grad_step import GradStepSpec
 from torchboost.chaining.partition import Domain, DyadicPartition
@@ -65,7 +65,7 @@ def chaining_coefficients(partition: DyadicPartition, f: Callable[[Tensor], Tens
     return coefficients
 
 
-class ChainingTree(AtomicLoad):
+class ChainingTree(AtomicLoad, nn.Module):
     """A chaining tree trained online by Alg. 1 with per-node coin betting (Sec. 3.2).
 
     Args:

@@ -282,7 +282,7 @@ class MonteCarloPotentials(Potentials):
         self._banks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def __repr__(self) -> str:
-        return (f"MonteCarloPotentials(n_classes={self.n_classes}, gamma={self.gamma}, "
+        return (f"{type(self).__name__}(n_classes={self.n_classes}, gamma={self.gamma}, "
                 f"n_samples={self.n_samples}, seed={self.seed})")
 
     def _bank(self, m: int) -> tuple[np.ndarray, np.ndarray]:
