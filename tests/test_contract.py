@@ -717,3 +717,33 @@ def test_a_streaming_run_prints_none_of_the_notices_that_concern_no_stream() -> 
     texts = [str(w.message) for w in caught]
     assert not [t for t in texts if "val_dataloader" in t or "LeafSpec" in t], texts
     assert "a user's own warning" in texts
+
+
+class _Hooked(nn.Module):
+    """A learner that registers a tensor hook on its output in forward, as a user may."""
+
+    calls = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)
+        if out.requires_grad:
+            out.register_hook(self._count)
+        return out
+
+    @staticmethod
+    def _count(grad: torch.Tensor) -> None:
+        _Hooked.calls += 1
+
+
+def test_a_hook_registered_in_forward_fires_in_loop_mode() -> None:
+    """As in plain PyTorch: once per learner per round (stacked, under vmap, it does not; the
+    custom-learners page says so and names mode='loop')."""
+    _Hooked.calls = 0
+    booster = SGB(_Hooked, n_learners=3, mode="loop")
+    booster.learn(torch.randn(8, 3), torch.randn(8))
+    booster.predict(torch.randn(4, 3))  # no backward: no call
+    assert _Hooked.calls == 3
