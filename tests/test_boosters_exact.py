@@ -347,6 +347,10 @@ def test_stagewise_gb_early_stops_each_stage_on_validation_and_keeps_its_best_le
     stream = DataStream(torch.randn(4, 1), torch.randn(4), batch_size=2, standardize=None)
     with pytest.raises(ValueError, match="batches is a DataStream, which the first epoch"):
         fresh.fit(stream, max_epochs=2)  # one pass: its second epoch had found nothing
+    from torchboost.data import ScreenedStream
+
+    with pytest.raises(ValueError, match="batches is a DataStream, which the first epoch"):
+        fresh.fit(ScreenedStream(stream, fresh), max_epochs=2)  # screened, still one pass
     assert fresh.rounds == 0
     with pytest.raises(ValueError, match="validate returned nan after epoch 1 of stage 0"):
         fresh.fit(batches, max_epochs=2, validate=lambda model: float("nan"))

@@ -130,11 +130,11 @@ def test_params_clone_learner_factory_dtype_and_pickle(regression) -> None:
 
 
 @pytest.mark.parametrize("bad", [{"booster": "gb"}, {"optimizer": "lbfgs"}, {"dtype": "int8"},
-                                 {"max_passes": 0}, {"n_threads": 0}])
+                                 {"max_passes": 0}, {"n_threads": 0}, {"chained": "False"}])
 def test_bad_parameters_raise_at_fit(bad, regression) -> None:
     X, y = regression
     est = SGBRegressor(**{**SMALL, **bad})  # __init__ stores, never validates
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # chained="False" had built chained learners (truthy)
         est.fit(X, y)
 
 

@@ -16,6 +16,7 @@ from torchboost.learners import TwoLayerNet
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory, cosine_schedule, decay_schedule
 from torchboost.losses import get_loss
+from torchboost.params import flag
 
 __all__ = [
     "BOOSTERS",
@@ -163,7 +164,7 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     kwargs: dict[str, Any] = {"n_outputs": out_dim, "y0": "mean", "optimizer": optimizer}
     if lr_scheduler is not None:
         kwargs["lr_scheduler"] = lr_scheduler
-    if chained:
+    if flag("chained", chained):
         kwargs["chained"] = True
     if cls is not SingleLearner:
         kwargs["n_learners"] = n_learners

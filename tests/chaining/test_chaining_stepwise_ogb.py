@@ -165,3 +165,16 @@ def test_nan_outputs_in_the_first_round_point_at_the_forward() -> None:
     boost = StepwiseOGB(WeakLearners(modules, mode="loop"))
     with pytest.raises(DivergenceError, match="no step has been taken yet"):
         boost.learn(torch.rand(8, 1), torch.rand(8))
+
+
+def test_a_containers_schedules_step_once_per_round() -> None:
+    """As a booster's (before: never; a red-team finding): StepLR halves the rate each round."""
+    torch.manual_seed(0)
+    container = WeakLearners(lambda: nn.Linear(1, 1), n_learners=2, optimizer=torch.optim.SGD,
+                             optimizer_kwargs={"lr": 0.1},
+                             lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1, 0.5))
+    boost = StepwiseOGB(container)
+    for _ in range(5):
+        boost.learn(torch.rand(4, 1), torch.rand(4))
+    assert [group["lr"] for opt in container.optimizers for group in opt.param_groups] == [
+        pytest.approx(0.1 * 0.5 ** 5)] * len(container.optimizers)

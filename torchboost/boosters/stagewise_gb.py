@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.gradient_boosting import GradientBoosting
-from torchboost.data import DataStream, MultiPassStream
+from torchboost.data import ScreenedStream
 from torchboost.learners import WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, FUSED_OPTIMIZERS
 
@@ -159,15 +159,16 @@ class StagewiseGB(GradientBoosting):
         ``fit`` is a sequence of rounds, each all or nothing: if one raises (a bad batch, an
         interruption, a ``validate`` that is not a finite number), the rounds before it stay
         learnt, as hours of stages should, and ``fit`` called again goes on from the current
-        stage. An iterator or a one-pass stream (which the first epoch would exhaust) is
-        refused before any round.
+        stage. An iterator or a one-pass stream (one with ``reset()``: ``DataStream``,
+        ``MultiPassStream``, ``LoaderStream``; also inside a ``ScreenedStream``), which the first
+        epoch would exhaust, is refused before any round.
         """
         if max_epochs < 1 or patience < 1:
             raise ValueError("max_epochs and patience must be >= 1")
-        if isinstance(batches, Iterator | DataStream | MultiPassStream):
-            what = "an iterator" if isinstance(batches, Iterator) else f"a {type(batches).__name__}"
-            raise ValueError(f"batches is {what}, which the first epoch would exhaust; pass a "
-                             "list, a DataLoader or a function returning a fresh iterable each "
+        one_pass = _one_pass(batches)
+        if one_pass is not None:
+            raise ValueError(f"batches is {one_pass}, which the first epoch would exhaust; pass "
+                             "a list, a DataLoader or a function returning a fresh iterable each "
                              "epoch (e.g. one that calls stream.reset() and returns the stream)")
         epochs = batches if callable(batches) else (lambda: batches)
         history = []
@@ -243,3 +244,17 @@ def _fused_by_default(optimizer: type[torch.optim.Optimizer],
     if optimizer in FUSED_OPTIMIZERS and "fused" not in options and "foreach" not in options:
         options["fused"] = True
     return options
+
+
+def _one_pass(batches: Any) -> str | None:
+    """What makes ``batches`` one pass, for the message: an iterator, or a stream that must be
+    ``reset()`` before it yields again (looked for inside a ``ScreenedStream`` too); ``None``
+    for a re-iterable or a function."""
+    if callable(batches):
+        return None
+    if isinstance(batches, Iterator):
+        return "an iterator"
+    inner = batches.stream if isinstance(batches, ScreenedStream) else batches
+    if callable(getattr(inner, "reset", None)):
+        return f"a {type(inner).__name__}"
+    return None

@@ -145,7 +145,7 @@ class StepwiseOGB(AtomicLoad, nn.Module):
         """One round of the container, in a round transaction: the learners' outputs at their
         learning point, checked finite; the output gradient ``gradient(prediction)``, ``(B,
         1)``; ∂(batch-mean loss)/∂h_n(x_i) = ℓ'(f̂(x_i)) / B for every learner ``n``, a
-        guarded step. Returns the prediction, ``(B, 1)``."""
+        guarded step, then the learners' schedules. Returns the prediction, ``(B, 1)``."""
         assert self.container is not None
         self.container.probe(x)  # mode="auto" settles before the round (as in Booster.learn)
         with (self._transaction(self, self.container, None) as round_,
@@ -157,6 +157,7 @@ class StepwiseOGB(AtomicLoad, nn.Module):
             grad = gradient(prediction)
             round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],
                         None, None)
+            self.container.step_schedules()  # last, as in a booster's round
         return prediction
 
     def _gradient(self, prediction: Tensor, y: Tensor) -> Tensor:
