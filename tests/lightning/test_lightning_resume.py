@@ -197,3 +197,36 @@ def test_a_checkpoint_that_does_not_fit_changes_nothing():
     assert_same(target.state_dict(), same.state_dict())
     with pytest.raises(RuntimeError, match="unexpected key"):
         target.load_state_dict({**same.state_dict(), "head.weight": torch.ones(1)})
+
+
+class _FailLearning(pl.Callback):
+    """Raises after the stream handed over batch ``step``, before the booster learns it."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if batch_idx == self.step:
+            raise ValueError("a failing round")
+
+
+@pytest.mark.filterwarnings("ignore:You're resuming from a checkpoint that ended before the epoch")
+def test_a_checkpoint_written_with_a_batch_read_and_not_learnt_is_refused(
+        regression, tmp_path, make_booster, make_stream, trainer_kwargs):
+    """A red-team finding: OnExceptionCheckpoint saved a stream one batch past the booster, and
+    the resumed fit skipped that batch without a word."""
+    from lightning.pytorch.callbacks import OnExceptionCheckpoint
+
+    def fit(callbacks=(), ckpt_path=None):
+        trainer = pl.Trainer(**{**trainer_kwargs, "callbacks": list(callbacks),
+                                "enable_checkpointing": bool(callbacks)})
+        module = StreamingBoosterModule(make_booster("sgb"))
+        trainer.fit(module, make_stream(regression), ckpt_path=ckpt_path)
+        return module
+
+    with pytest.raises(ValueError, match="a failing round"):
+        fit([OnExceptionCheckpoint(tmp_path, filename="crash"), _FailLearning(5)])
+    saved = torch.load(tmp_path / "crash.ckpt", weights_only=False)
+    assert saved["state_dict"]["booster._extra_state"]["rounds"] == 5
+    with pytest.raises(RuntimeError, match="skip the batch"):
+        fit(ckpt_path=tmp_path / "crash.ckpt")

@@ -122,6 +122,9 @@ class StreamingBoosterModule(pl.LightningModule):
       so :meth:`on_train_start` raises instead when a fit resumes mid-pass without one;
     * the iterable must have a length, otherwise Lightning prefetches one batch and the saved
       position is one batch ahead of the booster (:meth:`on_train_start` raises too);
+    * a checkpoint written with a batch read and not learnt (by an exception:
+      ``OnExceptionCheckpoint``) holds a stream one batch past the booster, so
+      :meth:`on_train_start` refuses to resume from it (resume from one written between steps);
     * a run stopped by ``Trainer(max_steps=k)`` counts its epoch as finished, so a resuming
       ``Trainer(max_epochs=1)`` finds nothing left to do: resume with ``max_epochs=-1`` and
       either a larger ``max_steps`` or a :class:`~torchboost.lightning.StreamingCallback`
@@ -165,6 +168,9 @@ class StreamingBoosterModule(pl.LightningModule):
         #: (batch size, scores as 0-dim tensors) of the rounds not yet in ``_sums``
         self._pending: list[tuple[int, dict[str, Tensor]]] = []
         self._pending_streams: list[dict[str, Any]] = []
+        #: the checkpoint being resumed was written with a batch read and not learnt
+        #: (:meth:`_batch_in_flight`; :meth:`on_train_start` refuses it)
+        self._resume_mid_step = False
         #: whether :meth:`on_fit_start` switched to torch's plain CUDA check
         self._plain_cuda_check = False
         self.n_threads = check_threads(n_threads)
@@ -345,6 +351,15 @@ class StreamingBoosterModule(pl.LightningModule):
     def on_train_start(self) -> None:
         """Shards the training stream across the processes, puts it where the checkpoint left
         it, or refuses to resume."""
+        if self._resume_mid_step:
+            self._resume_mid_step = False
+            raise RuntimeError(
+                "cannot resume from this checkpoint exactly: it was written while a training "
+                "step was failing (e.g. by OnExceptionCheckpoint), so it holds the booster as "
+                "before that step's batch but a stream that had already read it, and the "
+                "resumed fit would skip the batch. Resume from a checkpoint written between "
+                "steps (ModelCheckpoint), or take the booster alone: "
+                "StreamingBoosterModule.load_from_checkpoint(path, booster=build())")
         loaders = self._train_iterables()
         for loader in loaders:
             if isinstance(loader, BatchGroups) and sized_len(loader) is None:
@@ -390,7 +405,14 @@ class StreamingBoosterModule(pl.LightningModule):
         streams = [loader.state_dict() for loader in self._train_iterables()
                    if is_stateful(loader)]
         checkpoint[_CHECKPOINT_KEY] = {"sums": dict(self._sums), "samples": self._samples,
-                                       "streams": streams}
+                                       "streams": streams, "mid_step": self._batch_in_flight()}
+
+    def _batch_in_flight(self) -> bool:
+        """Whether the stream has handed over a batch that the booster has not learnt: a
+        checkpoint written now (by an exception, e.g. ``OnExceptionCheckpoint``) holds the
+        booster as before that batch and a stream position past it."""
+        progress = self.trainer.fit_loop.epoch_loop.batch_progress.current
+        return progress.ready > progress.processed
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint[_CHECKPOINT_KEY]
@@ -398,6 +420,7 @@ class StreamingBoosterModule(pl.LightningModule):
         self._sums = dict(state["sums"])
         self._samples = int(state["samples"])
         self._pending_streams = state["streams"]
+        self._resume_mid_step = bool(state.get("mid_step", False))  # absent: saved before
 
     def _train_iterables(self) -> list[Any]:
         return train_iterables(self.trainer)
