@@ -234,3 +234,12 @@ def test_a_regressor_tells_ogb_the_labels_it_standardised():
     with pytest.warns(UserWarning, match="labels reach norm"):
         raw.fit(X, y)
     assert raw.booster_.standardized_labels is False and raw.booster_.bound == 1.0
+
+
+def test_partial_fit_names_a_device_set_after_fit(regression) -> None:
+    """A red-team finding: torch's 'Expected one of cpu, cuda, ...' before."""
+    X, y = regression
+    reg = SGBRegressor(**SMALL).partial_fit(X[:32], y[:32]).set_params(device="foo")
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda', 'cuda:N'"):
+        reg.partial_fit(X[:32], y[:32])
+

@@ -24,6 +24,7 @@ __all__ = [
     "OPTIMIZERS",
     "LearnerFactory",
     "build_booster",
+    "checked_device",
     "lr_schedule",
     "torch_dtype",
 ]
@@ -174,7 +175,7 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if (standardized_labels and issubclass(cls, OnlineLinearBooster)
             and kwargs.get("standardize") is False):
         kwargs.setdefault("standardized_labels", True)
-    target = _checked_device(device)
+    target = checked_device(device)
     if learner is not None and not callable(learner):
         raise ValueError(f"learner must be a factory learner(n_features, n_outputs) -> "
                          f"nn.Module, got {learner!r}")
@@ -205,7 +206,7 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     return built.to(target)
 
 
-def _checked_device(device: Any) -> torch.device:
+def checked_device(device: Any) -> torch.device:
     """``device`` as a ``torch.device`` the learners can train on, or a ``ValueError`` saying
     which ones can."""
     try:

@@ -75,6 +75,7 @@ from torchboost._adapters import (
     BOOSTERS,
     LearnerFactory,
     build_booster,
+    checked_device,
     lr_schedule,
     torch_dtype,
 )
@@ -260,6 +261,7 @@ class _StreamingBoosting(BaseEstimator):
             self.n_iter_ = 0
         else:
             self._check_partial_classes(classes)
+            checked_device(self.device)  # set_params may have changed it since the fit
             if self.booster_.learners.schedulers and self.lr_schedule == "cosine":
                 raise ValueError("this estimator was fitted under lr_schedule='cosine', whose "
                                  "rate reached 0 at the end of fit: partial_fit would not "
