@@ -27,6 +27,12 @@ def test_the_quick_start_runs_as_written(page):
     assert mse < 0.6 * float(y_test.var())  # ABALONE: 16 learners after one pass
     assert booster.compute_units > 0 and set(booster.diagnostics()) >= {"fit_error", "edge"}
     assert namespace["prediction"].shape[0] == len(namespace["y"])  # the last batch's rows
+    if page == "README.md":  # the deploy page's warning, measured: the stream's scaling is not
+        raw = namespace["ds"].x_test  # in the export, so raw features predict far worse
+        served = booster.export()
+        raw_mse = float((served(raw).flatten() - y_test).square().mean())
+        assert float((served(x_test).flatten() - y_test).square().mean()) == pytest.approx(mse)
+        assert raw_mse > 1.5 * mse  # about 8.5 against 4.8 (docs/guide/deploy.md)
 
 
 def test_the_getting_started_config_is_a_valid_experiment():
