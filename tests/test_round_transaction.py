@@ -5,6 +5,8 @@ is walked again)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -41,15 +43,21 @@ def booster(kind: str) -> SGB:
     return SGB(Counting, "squared", n_learners=2, mode="loop", standardize=False)
 
 
+@contextmanager
+def failing(learner: type) -> Iterator[None]:
+    """Inside the block, learners of class ``learner`` fail (their ``fail`` flag is set)."""
+    learner.fail = True
+    try:
+        yield
+    finally:
+        learner.fail = False
+
+
 def failed_round_keeps(gb: SGB, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """The buffers before a failing round, checked unchanged after it."""
     before = {k: v.clone() for k, v in gb.named_buffers()}
-    Counting.fail = True
-    try:
-        with pytest.raises(DivergenceError):
-            gb.learn(x, y)
-    finally:
-        Counting.fail = False
+    with failing(Counting), pytest.raises(DivergenceError):
+        gb.learn(x, y)
     after = dict(gb.named_buffers())
     assert after.keys() == before.keys()
     for key, value in before.items():
@@ -141,12 +149,8 @@ def test_a_failed_round_puts_back_the_global_generator_its_dropout_drew_from(kin
     torch.set_rng_state(start)  # the same masks for the twin's first round
     twin.learn(x, y)
     before = torch.get_rng_state()
-    Dropping.fail = True
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            booster.learn(x, y)
-    finally:
-        Dropping.fail = False
+    with failing(Dropping), pytest.raises(KeyboardInterrupt):
+        booster.learn(x, y)
     assert torch.equal(torch.get_rng_state(), before)
     torch.set_rng_state(before)  # the twin's round draws from the same generator state
     expected = twin.learn(x, y)

@@ -92,7 +92,10 @@ class StagewiseGB(GradientBoosting):
         return Round(output.unsqueeze(0), h[-1:], partials[-2:], partials[-1], target, weights,
                      first=i, index=i)
 
-    def _check_loaded_values(self) -> None:
+    def _check_loaded(self) -> None:
+        """The statistics (:class:`~torchboost.boosters.state.BoosterState`), and a stage that
+        is one of the learners."""
+        super()._check_loaded()
         if not 0 <= int(self.stage) < self.n_learners:
             raise ValueError(f"the state does not fit this booster (nothing was loaded): its "
                              f"stage is {int(self.stage)}, not one of this booster's learners "

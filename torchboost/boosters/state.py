@@ -70,10 +70,6 @@ class BoosterState(AtomicLoad):
     def _other_shapes_reason(self) -> str:
         return "its tensors have other shapes, so its learners have another architecture"
 
-    def _check_loaded(self) -> None:
-        self._check_statistics()
-        self._check_loaded_values()
-
     def _load_settings(self) -> tuple[Any, ...]:
         """What loading may adopt from a state (:meth:`_adopt_earlier_rule`, the learners'
         loop mode, the stall window, every class's :attr:`rule_attributes`): restored when the
@@ -112,13 +108,10 @@ class BoosterState(AtomicLoad):
                 and self.learners.optimizers[0].defaults.get("betas") == DEFAULT_BETAS):
             self.learners.adopt_betas(RULE_BETAS_BEFORE)
 
-    def _check_loaded_values(self) -> None:
-        """Raise ``ValueError`` for loaded values this booster cannot run with (default: none;
-        e.g. a stage beyond the last learner, non-finite vote weights): the load is undone."""
-
-    def _check_statistics(self) -> None:
+    def _check_loaded(self) -> None:
         """Loaded running statistics must fit the loaded input shape and outputs (they are sized
-        by the first batch, so torch's own shape check cannot see a mismatch)."""
+        by the first batch, so torch's own shape check cannot see a mismatch); subclasses check
+        their own values too (a stage beyond the last learner, non-finite vote weights)."""
         if self.standardizer is None:
             return
         width = self.input_shape[0] if self.input_shape else None

@@ -112,7 +112,7 @@ def check_output(out: object, index: int | None, rows: int | None = None) -> Non
         raise ValueError(f"{who} {out.dtype} scores: a learner's scores must be floating point, "
                          "so that their gradient can train it (drop the rounding or integer "
                          "cast from its forward; the booster's predict_label gives labels)")
-    if rows is not None and (out.ndim == 0 or out.shape[0] != rows):
+    if rows is not None:
         check_rows(out.shape[0] if out.ndim else 0, rows, who)
 
 

@@ -101,8 +101,10 @@ class AdaboostOLM(MulticlassBooster):
         self.register_buffer("cost_of_vote", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("cost_of_truth", torch.zeros(n, dtype=torch.float64))
 
-    def _check_loaded_values(self) -> None:
-        """Vote weights, Hedge's log weights and the costs must be finite, the counter >= 0."""
+    def _check_loaded(self) -> None:
+        """The statistics (:class:`~torchboost.boosters.state.BoosterState`); vote weights,
+        Hedge's log weights and the costs must be finite, the counter >= 0."""
+        super()._check_loaded()
         for name, value in (("alpha", self.alpha), ("hedge.log_weights", self.hedge.log_weights),
                             ("cost_of_vote", self.cost_of_vote),
                             ("cost_of_truth", self.cost_of_truth)):
