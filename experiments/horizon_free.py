@@ -6,6 +6,7 @@
     python experiments/horizon_free.py --replot                         # figure from the JSON
     python experiments/horizon_free.py --spread 20     # seed spread after one pass, ~4 min
     python experiments/horizon_free.py --spread 40 --streams kin40k --spread-knobs r1  # knobs
+    python experiments/horizon_free.py --spread 40 --spread-sources  # initialisation, order
 
 Every stream of the repository (``abalone``, ``adult``, ``pol``, ``kin40k``, ``protein``,
 ``keggundirected``, ``mnist``; training rows capped at ``--max-train``, test rows at 2,000, as
@@ -151,8 +152,12 @@ def booster_options(method: dict[str, Any], rounds: int) -> dict[str, Any]:
     return options
 
 
-def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[str, Any]:
-    """One SGB on one stream; the held-out metric after each pass in ``method["read"]``."""
+def run(stream: str, method: dict[str, Any], seed: int, max_train: int,
+        order_seed: int | None = None) -> dict[str, Any]:
+    """One SGB on one stream, its learners initialised from ``seed`` and the passes' order
+    drawn from ``order_seed`` (``seed`` if not given); the held-out metric after each pass in
+    ``method["read"]``."""
+    order_seed = seed if order_seed is None else order_seed
     torch.set_num_threads(1)
     ds, loss, learner, _ = load(stream, max_train)
     batch = 64 if stream == "mnist" else 32
@@ -162,8 +167,8 @@ def run(stream: str, method: dict[str, Any], seed: int, max_train: int) -> dict[
     options = booster_options(method, method["passes"] * math.ceil(len(ds.y_train) / batch))
     booster = SGB(factory, loss, n_learners=N_LEARNERS, n_outputs=outputs, stall_window=None,
                   targets="newton" if loss != "squared" else "gradient", **options)
-    return {"stream": stream, "seed": seed, **method,
-            **stream_passes(booster, ds, method["passes"], method["read"], batch, seed)}
+    return {"stream": stream, "seed": seed, "order_seed": order_seed, **method,
+            **stream_passes(booster, ds, method["passes"], method["read"], batch, order_seed)}
 
 
 def stream_passes(booster: Booster, ds: Any, passes: int, read: list[int], batch: int,
@@ -202,7 +207,7 @@ def guarded(run_fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> dic
                 "error": f"{type(error).__name__}: {str(error)[:200]}"}
 
 
-def _job(args: tuple[str, dict[str, Any], int, int]) -> dict[str, Any]:
+def _job(args: tuple[Any, ...]) -> dict[str, Any]:
     return guarded(run, args)
 
 
@@ -277,6 +282,25 @@ def spread_knob(name: str) -> dict[str, Any]:
     :data:`SPREAD_KNOBS`), one pass."""
     return {"method": f"default_{name}", "optimizer": "sf", "lr": DEFAULT_LR,
             "warmup": DEFAULT_WARMUP, "variant": name, "passes": 1, "read": [1]}
+
+
+def source_jobs(streams: list[str], seeds: int, max_train: int) -> list[tuple[Any, ...]]:
+    """``--spread-sources``: the jobs of :data:`SPREAD_METHODS` with one source of randomness
+    varied over ``seeds`` and the other held at seed 0: the learners' initialisation
+    (``"source": "init"``) or the passes' order (``"order"``)."""
+    return [(stream, {**method, "source": source}, seed if source == "init" else 0, max_train,
+             seed if source == "order" else 0)
+            for seed in range(seeds) for stream in streams for method in SPREAD_METHODS
+            for source in ("init", "order")]
+
+
+def sources(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per stream and source of randomness (``--spread-sources``): :func:`spread` of the runs
+    that vary it."""
+    return {stream: {source: spread([r for r in results
+                                     if r["stream"] == stream and r["source"] == source])[stream]
+                     for source in ("init", "order")}
+            for stream in sorted({r["stream"] for r in results})}
 
 
 def spread(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -450,19 +474,37 @@ def main() -> None:
                         choices=sorted(VARIANTS | SPREAD_KNOBS),
                         help="with --spread: the default rule changed by each of these too "
                              "(spread_knobs.json)")
+    parser.add_argument("--spread-sources", action="store_true",
+                        help="with --spread: vary the learners' initialisation and the order "
+                             "one at a time, the other at seed 0 (spread_sources.json)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.spread_sources and (args.spread_knobs or not args.spread):
+        parser.error("--spread-sources goes with --spread SEEDS and without --spread-knobs")
     if args.spread:
-        jobs = [(stream, method, seed, args.max_train) for seed in range(args.spread)
-                for stream in args.streams
-                for method in SPREAD_METHODS + tuple(map(spread_knob, args.spread_knobs))]
+        if args.spread_sources:
+            jobs = source_jobs(args.streams, args.spread, args.max_train)
+        else:
+            jobs = [(stream, method, seed, args.max_train) for seed in range(args.spread)
+                    for stream in args.streams
+                    for method in SPREAD_METHODS + tuple(map(spread_knob, args.spread_knobs))]
         with multiprocessing.Pool(args.workers) as pool:
             rows = pool.map(_job, jobs)
-        # other streams' runs stay (--streams reruns some); the knobs' runs have their own file
-        path = args.out / ("spread_knobs.json" if args.spread_knobs else "spread.json")
+        # other streams' runs stay (--streams reruns some); knobs and sources have their files
+        path = args.out / ("spread_sources.json" if args.spread_sources else
+                           "spread_knobs.json" if args.spread_knobs else "spread.json")
         kept = [r for r in (json.loads(path.read_text())["runs"] if path.exists() else [])
                 if r["stream"] not in args.streams]
         rows = kept + rows
+        if args.spread_sources:
+            table = sources(rows)
+            path.write_text(json.dumps({"runs": rows, "sources": table}, indent=1))
+            for stream in args.streams:
+                print(f"{stream:15s} " + "; ".join(
+                    f"{source}: std old {cell[f'adam_{ADAM_LR:.0e}']['std']:.4g} new "
+                    f"{cell['default']['std']:.4g} ratio {cell['std_ratio']:.2f}"
+                    for source, cell in table[stream].items()))
+            return
         table = spread(rows)
         path.write_text(json.dumps({"runs": rows, "spread": table}, indent=1))
         for stream, cell in table.items():

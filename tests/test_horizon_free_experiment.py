@@ -138,3 +138,25 @@ def test_a_spread_knob_changes_the_default_rule_in_one_respect(horizon_free):
     assert cell["std_ratio"] == pytest.approx(0.5)
     assert cell["default_r1"]["std_ratio"] == pytest.approx(0.25)
     assert "std_ratio" not in cell["default"] and cell["default_r1"]["seeds"] == 2
+
+
+def test_spread_sources_vary_one_seed_and_hold_the_other(horizon_free):
+    """``--spread-sources``: a job varies the initialisation or the order, the other at seed 0;
+    a run reads the order from ``order_seed`` (the same seed is the same run, another order is
+    another run); the table is :func:`spread` of each source's runs, by hand."""
+    jobs = horizon_free.source_jobs(["s"], 2, 96)
+    assert {(job[1]["source"], job[2], job[4]) for job in jobs} == {
+        ("init", 0, 0), ("init", 1, 0), ("order", 0, 0), ("order", 0, 1)}
+    assert len(jobs) == 2 * 2 * len(horizon_free.SPREAD_METHODS)
+    method = {**horizon_free.SPREAD_METHODS[1], "source": "order"}
+    same = horizon_free.run("abalone", method, 0, 96, order_seed=0)
+    other = horizon_free.run("abalone", method, 0, 96, order_seed=1)
+    assert same["pass1"] == horizon_free.run("abalone", method, 0, 96)["pass1"]
+    assert other["pass1"] != same["pass1"] and other["order_seed"] == 1
+    rows = [{"stream": "s", "source": source, "method": method, "pass1": value}
+            for source, old, new in (("init", (1.0, 3.0), (1.0, 2.0)),
+                                     ("order", (1.0, 2.0), (1.0, 3.0)))
+            for method, values in (("adam_2e-02", old), ("default", new)) for value in values]
+    table = horizon_free.sources(rows)["s"]
+    assert table["init"]["std_ratio"] == pytest.approx(0.5)
+    assert table["order"]["std_ratio"] == pytest.approx(2.0)
