@@ -16,7 +16,10 @@ reorderings; Table 5 is the run time. Methods, all with N copies of the same two
   .05, .01, .001} (the paper used Monte-Carlo potentials).
 
 Learners predict by plain argmax and train on importance-weighted cross-entropy, one example
-per round (B = 1, the paper's protocol), Adam with the learning rate below, single-threaded.
+per round (B = 1, the paper's protocol), plain Adam with the learning rate below, features
+as they are (``standardize=False``), single-threaded; ``--optimizer default`` runs the same
+protocol with the library's default optimizer (schedule-free AdamW at the default rule, no
+rate) and writes to the ``default/`` subfolder.
 
     python experiments/multiclass_uci.py            # full run (see DATASETS for the sizes)
     python experiments/multiclass_uci.py --quick    # smoke run, ~1 minute
@@ -34,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -87,7 +91,7 @@ class Config:
     name: str
     n_learners: int
     hidden: int
-    lr: float
+    lr: float | None  # None: the library's default optimizer and rate
     reorderings: int
     limit: int | None = None  # examples used (a seeded random subset); None = all
     note: str = ""
@@ -130,10 +134,16 @@ def whole_stream(ds: Dataset, limit: int | None) -> tuple[torch.Tensor, torch.Te
     return x, y
 
 
+def optimizer_options(lr: float | None) -> dict[str, Any]:
+    """Plain Adam at ``lr`` (the stored results), or the library's default optimizer
+    (schedule-free AdamW at the default rule) when ``lr`` is None (``--optimizer default``)."""
+    return {} if lr is None else {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": lr}}
+
+
 def make_booster(method: str, factory: Callable[[], torch.nn.Module], k: int, config: Config,
                  seed: int) -> MulticlassBooster:
-    kwargs = {"n_learners": config.n_learners, "optimizer_kwargs": {"lr": config.lr},
-              "seed": seed}
+    kwargs = {"n_learners": config.n_learners, **optimizer_options(config.lr), "seed": seed,
+              "standardize": False}
     if method == "OLB":
         return OzaBoost(factory, k, **kwargs)
     if method == "AdaOLM":
@@ -149,15 +159,18 @@ def run_booster(booster: MulticlassBooster, x: torch.Tensor, y: torch.Tensor) ->
 def run_independent(factory: Callable[[], torch.nn.Module], k: int, config: Config,
                     x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     """Hits ``(N, T)`` of N learners, each trained on every example (plain cross-entropy)."""
-    learners = WeakLearners(factory, config.n_learners, optimizer_kwargs={"lr": config.lr})
+    learners = WeakLearners(factory, config.n_learners, **optimizer_options(config.lr))
     hits = np.zeros((config.n_learners, len(y)), dtype=np.int64)
     ones = torch.ones(config.n_learners, 1)
     for t in range(len(y)):
-        out = learners(x[t:t + 1])
-        h = out.detach()
-        hits[:, t] = (h.argmax(-1)[:, 0] == y[t]).numpy()
-        learners.step_outputs(out, cross_entropy_gradient(h, importance_targets(
-            ones, y[t:t + 1], k)))
+        # the round's own forward, at the learning point of schedule-free learners (as a
+        # booster's learn() predicts); a no-op for Adam
+        with learners.learning_point():
+            out = learners(x[t:t + 1])
+            h = out.detach()
+            hits[:, t] = (h.argmax(-1)[:, 0] == y[t]).numpy()
+            learners.step_outputs(out, cross_entropy_gradient(h, importance_targets(
+                ones, y[t:t + 1], k)))
     return hits
 
 
@@ -299,20 +312,27 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run (about a minute)")
     parser.add_argument("--datasets", nargs="*", default=[c.name for c in DATASETS],
                         choices=[c.name for c in DATASETS])
+    parser.add_argument("--optimizer", choices=("adam", "default"), default="adam",
+                        help="the learners' optimizer: plain Adam at each data set's rate, or "
+                             "the library's default (no rate); writes to default/")
     args = parser.parse_args()
     torch.set_num_threads(1)  # one example per round: tiny tensors, threads only contend
-    folder = OUT / "quick" if args.quick else OUT
+    folder = OUT / ("default" if args.optimizer == "default" else "")
+    folder = folder / "quick" if args.quick else folder
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     results = {}
     for config in DATASETS:
         if config.name in args.datasets:
+            if args.optimizer == "default":
+                config = replace(config, lr=None)
             results[config.name] = run_dataset(quick(config) if args.quick else config)
     text = tables(results)
     print("\n" + text)
     plotted = figures(results, folder)
     (folder / "tables.md").write_text(text)
-    meta = {"quick": args.quick, "total_seconds": time.perf_counter() - start,
+    meta = {"quick": args.quick, "optimizer": args.optimizer,
+            "total_seconds": time.perf_counter() - start,
             "machine": platform.processor() or platform.machine(), "threads": 1,
             "torch": torch.__version__, "methods": list(METHODS), "paper": PAPER}
     (folder / "results.json").write_text(json.dumps(

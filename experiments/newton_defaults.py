@@ -4,13 +4,14 @@ at the same defaults, on the repository's multiclass streams and two synthetic o
     OMP_NUM_THREADS=1 python experiments/newton_defaults.py      # ~25 min on one core
 
 Every run uses defaults only: ``SingleLearner(learner, "softmax")`` against
-``SGB(learner, "softmax", n_learners=N, targets="newton")`` (Adam at the boosters' default rule,
-``standardize`` on, batch 32), over ``--passes`` seeded passes, for several seeds (learner
-initialisation and stream order). Learners: ``linear`` (``Flatten → Linear(d, k)``, N = 20, the
-case reported to collapse) on every stream, ``conv`` (the SGB paper's MNIST learner, N = 8) on
-a 10k-image MNIST subset. Streams: Balance Scale (3 classes), Mushroom (2), MNIST (all 60k for
-linear learners), and two synthetic streams of Gaussian features with linear class scores plus
-noise (``d = 12, k = 5, noise 0.5`` and ``d = 16, k = 3, noise 3``).
+``SGB(learner, "softmax", n_learners=N, targets="newton")`` (Adam at its rule, the boosters'
+default before schedule-free learners, ``standardize`` on, batch 32), over ``--passes`` seeded
+passes, for several seeds (learner initialisation and stream order). Learners: ``linear``
+(``Flatten → Linear(d, k)``, N = 20, the case reported to collapse) on every stream, ``conv``
+(the SGB paper's MNIST learner, N = 8) on a 10k-image MNIST subset. Streams: Balance Scale
+(3 classes), Mushroom (2), MNIST (all 60k for linear learners), and two synthetic streams of
+Gaussian features with linear class scores plus noise (``d = 12, k = 5, noise 0.5`` and
+``d = 16, k = 3, noise 3``).
 
 Variants of the boosted linear learners' rates (the README, "One default rule"): ``every
 layer`` — the rule before this experiment, the default rate (with the fan-in rule) for every
@@ -22,6 +23,15 @@ layer's rate by ``N·η`` was measured with an earlier version of this script (i
 
 Writes ``experiments/results/newton_defaults/results.json`` (every run's held-out accuracy after
 every pass, and the means over seeds).
+
+Adam was the library's default optimizer when the stored results were run; the script
+names it (``optimizer=torch.optim.Adam``), so that a rerun still measures Adam now that the
+default is schedule-free. It also names what else has changed since: the boosters' Newton step
+η = ½ (N = 20 learners now get the step budget's 6/20) and ``standardize=False`` for the
+single learner (``SingleLearner`` standardises by default now). A rerun then matches the code
+before schedule-free learners on MNIST and the synthetic streams (checked, one seed, one
+pass); Balance's and Mushroom's boosted rows moved when standardisation stopped scaling 0/1
+columns (commit e960a33).
 """
 
 from __future__ import annotations
@@ -79,9 +89,12 @@ def build(variant: str, kind: str, d: int, k: int) -> Any:
             nn.Flatten(), nn.Linear(d, k))
 
     if variant == "single":
-        return SingleLearner(factory, "softmax", n_outputs=k)
+        return SingleLearner(factory, "softmax", n_outputs=k, optimizer=torch.optim.Adam,
+                             standardize=False)
     n = 8 if kind == "conv" else 20
-    options: dict[str, Any] = {}
+    # as stored: Adam at its rule (the default before schedule-free learners), Newton targets'
+    # η = ½ (the default before the step budget; N = 20 learners now get 6/20)
+    options: dict[str, Any] = {"optimizer": torch.optim.Adam, "step": 0.5}
     if variant == "every layer":
         options["lr_output_scale"] = 1.0
     elif variant == "output/√(N·η)":

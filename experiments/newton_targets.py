@@ -51,13 +51,14 @@ N_LEARNERS, BATCH = 8, 64
 def methods(kind: str) -> dict[str, Callable[[], Booster]]:
     """The boosters compared for one learner kind (see the module docstring)."""
     factory, lr = LEARNERS[kind]
-    common = {"n_outputs": 10, "optimizer_kwargs": {"lr": lr}}
+    common = {"n_outputs": 10, "optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": lr}}
 
     def sgb(**options: object) -> Callable[[], Booster]:
         return lambda: SGB(factory, "softmax", n_learners=N_LEARNERS, **common, **options)
 
     out: dict[str, Callable[[], Booster]] = {
-        "single": lambda: SingleLearner(factory, "softmax", **common),
+        # as stored: SingleLearner on raw pixels (it standardises by default since issue 30)
+        "single": lambda: SingleLearner(factory, "softmax", standardize=False, **common),
         "gradient": sgb(),
     }
     for step in (0.25, 0.5, 1.0):
