@@ -225,7 +225,9 @@ def test_every_model_standardises_by_default(build):
     assert losses["scaled"] < 0.6 * float(y[test].var()) / 2  # and it learnt
 
 
-def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
+def _stall_text(scale: float) -> str:
+    """The stall warnings of a booster that cannot learn (rate 0) on its own units, fed a
+    regression stream multiplied by ``scale``."""
     torch.manual_seed(0)
     booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=2, standardize=False, stall_window=64,
                   optimizer_kwargs={"lr": 0.0})
@@ -233,9 +235,30 @@ def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for t in range(0, 512, 16):
-            booster.learn(x[t:t + 16] * 1e4, y[t:t + 16] * 1e4)
-    text = " ".join(str(w.message) for w in caught)
+            booster.learn(x[t:t + 16] * scale, y[t:t + 16] * scale)
+    return " ".join(str(w.message) for w in caught)
+
+
+def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
+    """Features and labels 1e4 times unit scale are named as the likely cause; on unit-scale
+    inputs the same stall is not blamed on the scale."""
+    text = _stall_text(1e4)
     assert "schedule-free lr=0" in text and "standardize=True" in text
+    assert "features of root mean square up to" in text and "labels of root mean square" in text
+    unit = _stall_text(1.0)
+    assert "schedule-free lr=0" in unit and "standardize" not in unit
+
+
+def test_off_unit_scale_by_hand():
+    """A column of root mean square 20 (values ±20), labels of 0.005, all within bounds."""
+    from torchboost.boosters.scaling import off_unit_scale
+
+    x = torch.tensor([[20.0, 1.0], [-20.0, -1.0]])
+    assert off_unit_scale(x, torch.tensor([0.005, -0.005])) == (
+        "features of root mean square up to 20 and labels of root mean square 0.005")
+    assert off_unit_scale(x / 20, torch.tensor([1.0, -3.0])) == ""
+    assert off_unit_scale(x / 1e4, None) == "features of root mean square up to 0.002"
+    assert off_unit_scale(torch.zeros(2, 3), torch.zeros(2)) == ""
 
 
 def _betas_of(booster) -> set:

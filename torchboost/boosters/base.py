@@ -304,8 +304,9 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                     symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
                                                  self.sync, self._round_size,
                                                  self.learners.parameters)
-                    if symptoms:  # the hint reads the steps: only for a warning
-                        self.stall.warn(symptoms, self._stall_hint(), self._stall_remedy())
+                    if symptoms:  # the hint reads the steps and the batch: only for a warning
+                        self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
+                                        self._stall_remedy())
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
         self._set_plain(_round_labels=labels)
         return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from torchboost.boosters.scaling import off_unit_scale
 from torchboost.learners import Prodigy
 from torchboost.learners.averaging import is_schedule_free
 
@@ -59,10 +60,18 @@ class BoosterDiagnostics:
             if is_schedule_free(optimizers[0]):  # no schedule to blame: only the rate
                 hint = (f"now schedule-free lr={optimizers[0].defaults['lr']:g}, warm-up "
                         f"{group.get('warmup_steps', 0)} rounds, no schedule needed")
-        if self.standardizer is None:
-            hint += ("; the booster trains on your units (standardize=False): features or "
-                     "labels far from unit scale stall it, and standardize=True fixes that")
         return hint
+
+    def _scale_hint(self, x: Tensor, labels: Tensor) -> str:
+        """A stall hint's word on the inputs' scale: with ``standardize=False``, when the
+        round's features or regression labels are far from unit scale
+        (:func:`~torchboost.boosters.scaling.off_unit_scale`), that they are the likely cause."""
+        if self.standardizer is not None:
+            return ""
+        off = off_unit_scale(x, None if self.loss.is_classifier else labels)
+        return (f"; the booster trains on your units (standardize=False) and this batch has "
+                f"{off}: far from unit scale, a likely cause; standardize=True fixes that"
+                if off else "")
 
     def _stall_remedy(self) -> str:
         """What to lower when the later learners make the prediction worse."""

@@ -264,3 +264,26 @@ def _identity(y: Tensor) -> Tensor:
 
 def _unscale(y: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
     return (mean + scale * y.double()).to(y.dtype)
+
+
+#: a batch's column (or its labels) is "far from unit scale" when its root mean square is above
+#: the first or, for every column at once, below the second (:func:`off_unit_scale`)
+OFF_SCALE = (10.0, 0.01)
+
+
+def off_unit_scale(x: Tensor, labels: Tensor | None) -> str:
+    """What of a batch is far from unit scale, in words for a stall hint ("" if nothing is):
+    the features when a column's root mean square is above 10, or every column's below 0.01
+    (columns flattened past the batch dimension); the labels (``None`` for a classifier's) by
+    their root mean square the same way. Run only when a stall warning is written."""
+    high, low = OFF_SCALE
+    parts = []
+    rms = x.detach().flatten(1).double().square().mean(0).sqrt()
+    top = float(rms.max()) if rms.numel() else 0.0
+    if top > high or 0.0 < top < low:
+        parts.append(f"features of root mean square up to {top:.3g}")
+    if labels is not None:
+        size = float(labels.detach().double().square().mean().sqrt())
+        if size > high or 0.0 < size < low:
+            parts.append(f"labels of root mean square {size:.3g}")
+    return " and ".join(parts)
