@@ -64,7 +64,7 @@ def test_regret_vs_n_and_the_newton_studies_name_adam(experiments):
     for name, build in newton_targets.methods("linear").items():
         booster = build()
         assert type(optimizer_of(booster)) is torch.optim.Adam, name
-        assert optimizer_of(booster).defaults["lr"] == 1e-3, name
+        assert optimizer_of(booster).defaults["lr"] == 1e-3 and booster.standardizer is None, name
     single = newton_defaults.build("single", "linear", 4, 3)
     boosted = newton_defaults.build("default", "linear", 4, 3)
     assert type(optimizer_of(single)) is type(optimizer_of(boosted)) is torch.optim.Adam
