@@ -31,23 +31,23 @@ mean for regression, the majority class for classification). Writes
 issue 14's targets) and ``defaults.png`` (metric after one pass vs learning rate per stream,
 the default marked).
 
-``--seeded`` checks the target with seeds instead (one seed moves a stream's metric by up to
-20 %, as much as the tolerance): at the centre's other settings with ``standardize`` on, over
-``--seeds`` seeds (learner initialisation and stream order; the data subset stays), it runs
-Adam at every rate of the sweep and 1e-1 (one rate for every parameter), and the candidates
-:data:`CANDIDATES`: SGB's defaults as they are (``default``: Adam at 2e-2 with the fan-in rule
-``lr_fan_in=64``), Adam at 3e-2 with that rule, :class:`~torchboost.learners.Prodigy` (its
-estimate started at 1e-3, capped at 3e-2, and uncapped) and
-:class:`~torchboost.learners.COCOBBackprop`. Per stream it reports each one's mean metric after
-one pass (and after three) divided by the best mean of Adam's grid, and whether that is within
-10 %. Writes ``experiments/results/defaults/seeded.json`` and ``seeded.png``.
+``--seeded`` checks the target with seeds instead (one seed moves a stream's metric by up to 20 %,
+as much as the tolerance): at the centre's other settings with ``standardize`` on, over ``--seeds``
+seeds (learner initialisation and stream order; the data subset stays), it runs Adam at every rate
+of the sweep and 1e-1 (one rate for every parameter), and the candidates :data:`CANDIDATES`: SGB's
+defaults as they were (``default``: Adam at its rule, 2e-2 with the fan-in rule ``lr_fan_in=64``),
+Adam at 3e-2 with that rule, :class:`~torchboost.learners.Prodigy` (its estimate started at 1e-3,
+capped at 3e-2, and uncapped) and :class:`~torchboost.learners.COCOBBackprop`. Per stream it
+reports each one's mean metric after one pass (and after three) divided by the best mean of Adam's
+grid, and whether that is within 10 %. Writes ``experiments/results/defaults/seeded.json`` and
+``seeded.png``.
 
-Adam was the library's default optimizer when the stored results were run; the script
-names it (``optimizer=torch.optim.Adam``), so that a rerun still measures Adam now that the
-default is schedule-free. A rerun matches the stored ``defaults.json`` to about seven
-significant figures on pol (checked; rounding differences from later changes to the
-standardiser); abalone's and adult's standardised runs moved when standardisation stopped
-scaling 0/1 columns (commit e960a33).
+Adam was the library's default optimizer when the stored results were run; the script names it
+(``optimizer=torch.optim.Adam``, in the rate sweep and the Adam candidates), so that a rerun still
+measures Adam now that the default is schedule-free. A rerun matches the stored ``defaults.json``
+to about seven significant figures on pol (checked; rounding differences from later changes to the
+standardiser); abalone's and adult's standardised runs moved when standardisation stopped scaling
+0/1 columns (commit e960a33).
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ SWEEPS: dict[str, list[Any]] = {
 N_LEARNERS, PASSES, MAX_TEST = 8, (1, 3), 2000
 #: what ``--seeded`` compares with Adam's learning-rate grid, by name: SGB keyword arguments
 CANDIDATES: dict[str, dict[str, Any]] = {
-    "default": {},
-    "fan_in_3e-2": {"optimizer_kwargs": {"lr": 3e-2}, "lr_fan_in": 64},
+    "default": {"optimizer": torch.optim.Adam},  # the defaults then: Adam's rule, 2e-2 + fan-in
+    "fan_in_3e-2": {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": 3e-2},
+                    "lr_fan_in": 64},
     "prodigy_capped": {"optimizer": Prodigy, "optimizer_kwargs": {"d0": 1e-3, "d_max": 3e-2}},
     "prodigy": {"optimizer": Prodigy, "optimizer_kwargs": {"d0": 1e-3}},
     "cocob": {"optimizer": COCOBBackprop},

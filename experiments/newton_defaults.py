@@ -3,14 +3,14 @@ at the same defaults, on the repository's multiclass streams and two synthetic o
 
     OMP_NUM_THREADS=1 python experiments/newton_defaults.py      # ~25 min on one core
 
-Every run uses defaults only: ``SingleLearner(learner, "softmax")`` against
-``SGB(learner, "softmax", n_learners=N, targets="newton")`` (Adam at its rule, the boosters'
-default before schedule-free learners, ``standardize`` on, batch 32), over ``--passes`` seeded
-passes, for several seeds (learner initialisation and stream order). Learners: ``linear``
-(``Flatten → Linear(d, k)``, N = 20, the case reported to collapse) on every stream, ``conv``
-(the SGB paper's MNIST learner, N = 8) on a 10k-image MNIST subset. Streams: Balance Scale
-(3 classes), Mushroom (2), MNIST (all 60k for linear learners), and two synthetic streams of
-Gaussian features with linear class scores plus noise (``d = 12, k = 5, noise 0.5`` and
+Every run used the defaults of its time, which the script now names (see the last paragraph):
+``SingleLearner(learner, "softmax")`` on raw features against ``SGB(learner, "softmax",
+n_learners=N, targets="newton")`` (Adam at its rule, Newton step η = ½, ``standardize`` on), batch
+32, over ``--passes`` seeded passes, for several seeds (learner initialisation and stream order).
+Learners: ``linear`` (``Flatten → Linear(d, k)``, N = 20, the case reported to collapse) on every
+stream, ``conv`` (the SGB paper's MNIST learner, N = 8) on a 10k-image MNIST subset. Streams:
+Balance Scale (3 classes), Mushroom (2), MNIST (all 60k for linear learners), and two synthetic
+streams of Gaussian features with linear class scores plus noise (``d = 12, k = 5, noise 0.5`` and
 ``d = 16, k = 3, noise 3``).
 
 Variants of the boosted linear learners' rates (the README, "One default rule"): ``every

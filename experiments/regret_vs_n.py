@@ -8,10 +8,11 @@ The reference ``f*`` is a 2×128 ReLU network trained offline for several epochs
 training stream (it may revisit data; SGB may not). SGB streams the training set once,
 predict-then-train, and its average regret is ``(1/T) Σ_t [ℓ(y_t) − ℓ(f*(x_t))]`` (square loss),
 Eq. (8) of Hu et al. (2017). Theorem 5.1 predicts a decay exponential in N whose rate grows with
-the learners' edge γ; we also report the measured running edges. The learners train with plain
-Adam at 3e-3; ``--optimizer default`` uses the library's default optimizer (schedule-free AdamW
-at the default rule) instead. Writes ``regret_vs_n.png`` and ``regret_vs_n.json`` (``_default``
-in the names for the default optimizer) to ``experiments/results/regret_vs_n/``.
+the learners' edge γ; we also report the measured running edges. The learners train with plain Adam
+at 3e-3; ``--optimizer default`` uses the library's default optimizer (schedule-free AdamW at the
+default rule) instead, at the same paper's step η = ½ (not the default step's cap). Writes
+``regret_vs_n.png`` and ``regret_vs_n.json`` (``_default`` in the names for the default optimizer)
+to ``experiments/results/regret_vs_n/``.
 """
 
 from __future__ import annotations

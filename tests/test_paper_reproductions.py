@@ -21,7 +21,7 @@ def experiments(monkeypatch):
     monkeypatch.syspath_prepend(str(EXPERIMENTS))
     yield
     for name in ("ogb_improvement", "multiclass_uci", "regret_vs_n", "newton_targets",
-                 "newton_defaults", "open_ended", "defaults"):
+                 "newton_defaults", "defaults"):
         sys.modules.pop(name, None)
 
 
@@ -53,6 +53,23 @@ def test_multiclass_uci_runs_plain_adam_on_raw_features_and_the_default_on_reque
     assert multiclass_uci.optimizer_options(None) == {}
 
 
+def test_multiclass_uci_best_of_n_learners_train_with_either_optimizer(experiments):
+    """The best-of-N baseline (DT) trains its learners itself: on plain Adam as before, and on
+    schedule-free learners inside their learning point (without it they refuse to step)."""
+    from dataclasses import replace
+
+    import multiclass_uci
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(20, 4, generator=g), torch.randint(0, 3, (20,), generator=g)
+    config = replace(multiclass_uci.DATASETS[0], n_learners=3)
+    for lr in (config.lr, None):
+        torch.manual_seed(0)
+        hits = multiclass_uci.run_independent(lambda: TwoLayerNet(4, 3, 3), 3,
+                                              replace(config, lr=lr), x, y)
+        assert hits.shape == (3, 20) and set(hits.flatten().tolist()) <= {0, 1}
+
+
 def test_regret_vs_n_and_the_newton_studies_name_adam(experiments):
     import newton_defaults
     import newton_targets
@@ -69,3 +86,10 @@ def test_regret_vs_n_and_the_newton_studies_name_adam(experiments):
     boosted = newton_defaults.build("default", "linear", 4, 3)
     assert type(optimizer_of(single)) is type(optimizer_of(boosted)) is torch.optim.Adam
     assert single.standardizer is None and boosted.step == 0.5
+
+
+def test_the_defaults_study_names_adam_in_its_sweep_and_candidates(experiments):
+    import defaults
+
+    assert defaults.CANDIDATES["default"] == {"optimizer": torch.optim.Adam}
+    assert defaults.CANDIDATES["fan_in_3e-2"]["optimizer"] is torch.optim.Adam

@@ -244,7 +244,7 @@ def test_the_stall_hint_names_the_optimizer_and_unscaled_inputs():
     inputs the same stall is not blamed on the scale."""
     text = _stall_text(1e4)
     assert "schedule-free lr=0" in text and "standardize=True" in text
-    assert "features of root mean square up to" in text and "labels of root mean square" in text
+    assert "features of root mean square up to" in text and "labels of root mean square up" in text
     unit = _stall_text(1.0)
     assert "schedule-free lr=0" in unit and "standardize" not in unit
 
@@ -255,7 +255,9 @@ def test_off_unit_scale_by_hand():
 
     x = torch.tensor([[20.0, 1.0], [-20.0, -1.0]])
     assert off_unit_scale(x, torch.tensor([0.005, -0.005])) == (
-        "features of root mean square up to 20 and labels of root mean square 0.005")
+        "features of root mean square up to 20 and labels of root mean square up to 0.005")
+    two_outputs = torch.tensor([[1.0, 30.0], [-1.0, -30.0]])  # one output far off, by output
+    assert off_unit_scale(x / 20, two_outputs) == "labels of root mean square up to 30"
     assert off_unit_scale(x / 20, torch.tensor([1.0, -3.0])) == ""
     assert off_unit_scale(x / 1e4, None) == "features of root mean square up to 0.002"
     assert off_unit_scale(torch.zeros(2, 3), torch.zeros(2)) == ""

@@ -304,7 +304,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                     symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
                                                  self.sync, self._round_size,
                                                  self.learners.parameters)
-                    if symptoms:  # the hint reads the steps and the batch: only for a warning
+                    if symptoms and not self.stall.warned:  # one warning; the hint reads the
+                        # steps and the batch, so it is built only for the warning itself
                         self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
                                         self._stall_remedy())
         self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)

@@ -273,17 +273,16 @@ OFF_SCALE = (10.0, 0.01)
 
 def off_unit_scale(x: Tensor, labels: Tensor | None) -> str:
     """What of a batch is far from unit scale, in words for a stall hint ("" if nothing is):
-    the features when a column's root mean square is above 10, or every column's below 0.01
-    (columns flattened past the batch dimension); the labels (``None`` for a classifier's) by
-    their root mean square the same way. Run only when a stall warning is written."""
-    high, low = OFF_SCALE
+    the features when a column's root mean square (columns flattened past the batch dimension)
+    is above 10, or every column's below 0.01; the labels (``None`` for a classifier's) output
+    by output the same way. For a round's checked batch (finite, at least one row, features
+    at least 2-D); run only when a stall warning is written."""
     parts = []
-    rms = x.detach().flatten(1).double().square().mean(0).sqrt()
-    top = float(rms.max()) if rms.numel() else 0.0
-    if top > high or 0.0 < top < low:
-        parts.append(f"features of root mean square up to {top:.3g}")
-    if labels is not None:
-        size = float(labels.detach().double().square().mean().sqrt())
-        if size > high or 0.0 < size < low:
-            parts.append(f"labels of root mean square {size:.3g}")
+    for name, values in (("features", x), ("labels", labels)):
+        if values is None:
+            continue
+        rms = values.detach().reshape(len(values), -1).double().square().mean(0).sqrt()
+        top = float(rms.max())
+        if top > OFF_SCALE[0] or 0.0 < top < OFF_SCALE[1]:
+            parts.append(f"{name} of root mean square up to {top:.3g}")
     return " and ".join(parts)
