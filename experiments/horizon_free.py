@@ -398,10 +398,14 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                     (cell["best_constant"], "^", "Adam, best of 3 constant rates"),
                     (f"adam_{ADAM_LR:.0e}", "v", "Adam 2e-2 (the old default)"),
                     ("adam_decay", "x", "Adam + decay_schedule")):
+                if method not in cell["stats"]:  # a run of some methods (--methods)
+                    continue
                 stats = cell["stats"][method]
                 ax.errorbar(i - 0.2, stats["mean"] / tuned, yerr=stats["std"] / tuned,
                             fmt=marker, color="grey", alpha=0.6, label=label if i == 0 else None)
             for j, lr in enumerate(SF_RATES):
+                if f"sf_{lr:.0e}_w0" not in cell["stats"]:
+                    continue
                 stats = cell["stats"][f"sf_{lr:.0e}_w0"]
                 default = lr == DEFAULT_LR  # the rule: its β₁, not the package's
                 label = (f"default: schedule-free {lr:g}, β₁ = {DEFAULT_BETAS[0]:g}" if default

@@ -160,3 +160,14 @@ def test_spread_sources_vary_one_seed_and_hold_the_other(horizon_free):
     table = horizon_free.sources(rows)["s"]
     assert table["init"]["std_ratio"] == pytest.approx(0.5)
     assert table["order"]["std_ratio"] == pytest.approx(2.0)
+
+
+def test_a_run_of_some_methods_summarises_and_plots(horizon_free, tmp_path):
+    """``--methods`` (the held-out seeds run the default and Adam's baselines only): the
+    figure leaves out what was not run instead of failing, and the table still divides by
+    the best tuned Adam."""
+    rows = [r for r in two_seed_rows(horizon_free) if r["method"] != "adam_decay"]
+    summary = horizon_free.summarize(rows)
+    horizon_free.plot(summary, tmp_path / "figure.png")
+    assert (tmp_path / "figure.png").stat().st_size > 0
+    assert summary["cells"]["s/1"]["ratio_to_tuned"]["sf_1e-01_w0"] == pytest.approx(1.1 / 1.6)
