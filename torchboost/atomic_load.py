@@ -17,7 +17,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AtomicLoad"]
+__all__ = ["AtomicLoad", "unfit_state"]
+
+
+def unfit_state(owner: str, why: str) -> ValueError:
+    """The error for a state that does not fit a ``owner`` (a booster, a table, a model):
+    ``why``, with the fix; the load that raises it is undone (:class:`AtomicLoad`)."""
+    return ValueError(f"the state does not fit this {owner} (nothing was loaded): {why}")
 
 
 class AtomicLoad:
@@ -50,17 +56,15 @@ class AtomicLoad:
             self._restore_load_settings(settings)
             super().load_state_dict(backup)  # type: ignore[misc]
             if isinstance(err, TypeError | KeyError | AttributeError):  # a malformed entry
-                raise ValueError(f"the state does not fit this {owner} (nothing was loaded): "
-                                 f"an entry is malformed ({type(err).__name__}: {err}); load "
-                                 f"a state_dict() saved by a {owner} built like this one"
-                                 ) from err
+                raise unfit_state(owner, f"an entry is malformed ({type(err).__name__}: {err}); "
+                                         f"load a state_dict() saved by a {owner} built like "
+                                         "this one") from err
             if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
                 why = (self._other_shapes_reason() if "size mismatch" in str(err) else
                        f"it has other entries, so it was saved by another kind of {owner} or "
                        "with other learners")
-                raise ValueError(
-                    f"the state does not fit this {owner} (nothing was loaded): {why}; build "
-                    f"the {owner} as it was saved. {err}") from err
+                raise unfit_state(owner, f"{why}; build the {owner} as it was saved. {err}"
+                                  ) from err
             raise
 
     def _other_shapes_reason(self) -> str:

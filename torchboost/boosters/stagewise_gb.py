@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from torchboost.atomic_load import unfit_state
 from torchboost.boosters.base import Round
 from torchboost.boosters.frozen_prefix import FrozenPrefix
 from torchboost.boosters.gradient_boosting import GradientBoosting
@@ -97,9 +98,8 @@ class StagewiseGB(GradientBoosting):
         is one of the learners."""
         super()._check_loaded()
         if not 0 <= int(self.stage) < self.n_learners:
-            raise ValueError(f"the state does not fit this booster (nothing was loaded): its "
-                             f"stage is {int(self.stage)}, not one of this booster's learners "
-                             f"0..{self.n_learners - 1}")
+            raise unfit_state("booster", f"its stage is {int(self.stage)}, not one of this "
+                                         f"booster's learners 0..{self.n_learners - 1}")
 
     def stepping_learner(self) -> int:
         """The current stage's learner."""

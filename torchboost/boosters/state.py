@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from torchboost.atomic_load import AtomicLoad
+from torchboost.atomic_load import AtomicLoad, unfit_state
 from torchboost.boosters.default_lr import DEFAULT_BETAS, RULE_BETAS_BEFORE
 from torchboost.boosters.stall import StallMonitor
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
@@ -123,10 +123,9 @@ class BoosterState(AtomicLoad):
             tracked = moments.off_01.numel() if moments.off_01 is not None else columns
             if columns and (columns != size or moments.sq_dev.numel() != columns
                             or tracked != columns):
-                raise ValueError(
-                    f"the state does not fit this booster (nothing was loaded): its {what} "
-                    f"statistics have {columns} columns (and {moments.sq_dev.numel()} squared "
-                    f"deviations) for {size} {what} columns")
+                raise unfit_state("booster", f"its {what} statistics have {columns} columns "
+                                             f"(and {moments.sq_dev.numel()} squared "
+                                             f"deviations) for {size} {what} columns")
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.atomic_load import unfit_state
+
 __all__ = ["LazyTable", "sum_by_key"]
 
 _EMPTY = -1
@@ -171,9 +173,9 @@ class LazyTable(nn.Module):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         n_rows = int(state["n_rows"])
         if not 0 <= n_rows <= self.row_keys.numel():
-            raise ValueError(f"the state does not fit this table (nothing was loaded): it "
-                             f"holds {n_rows} rows for a capacity of {self.row_keys.numel()}; "
-                             "load a state_dict() saved by a model built like this one")
+            raise unfit_state("table", f"it holds {n_rows} rows for a capacity of "
+                                       f"{self.row_keys.numel()}; load a state_dict() saved "
+                                       "by a model built like this one")
         self.n_rows = n_rows
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,

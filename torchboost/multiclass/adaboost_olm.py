@@ -27,6 +27,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from torchboost.atomic_load import unfit_state
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
@@ -109,11 +110,9 @@ class AdaboostOLM(MulticlassBooster):
                             ("cost_of_vote", self.cost_of_vote),
                             ("cost_of_truth", self.cost_of_truth)):
             if not bool(torch.isfinite(value).all()):
-                raise ValueError(f"the state does not fit this booster (nothing was loaded): "
-                                 f"its {name} is not finite")
+                raise unfit_state("booster", f"its {name} is not finite")
         if int(self.t) < 0:
-            raise ValueError(f"the state does not fit this booster (nothing was loaded): its "
-                             f"example counter t is {int(self.t)}")
+            raise unfit_state("booster", f"its example counter t is {int(self.t)}")
 
     def vote_weights(self, n_learners: int) -> Tensor:
         return self.alpha[:n_learners]

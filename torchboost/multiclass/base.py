@@ -42,6 +42,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from torchboost.atomic_load import unfit_state
 from torchboost.boosters.base import Booster, Round
 from torchboost.learners import LearnerSource, WeakLearners
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
@@ -259,7 +260,7 @@ class MulticlassBooster(Booster):
         saved, mine = state["generator"], self.generator.get_state()
         if not (torch.is_tensor(saved) and saved.dtype == mine.dtype
                 and saved.shape == mine.shape):
-            raise ValueError("the state does not fit this booster (nothing was loaded): its "
-                             "generator entry is not the state of a CPU torch.Generator; load "
-                             "a state_dict() saved by a booster built like this one")
+            raise unfit_state("booster", "its generator entry is not the state of a CPU "
+                                         "torch.Generator; load a state_dict() saved by a "
+                                         "booster built like this one")
         self.generator.set_state(saved)
