@@ -62,3 +62,51 @@ def test_constructors_refuse_a_bad_thread_count_by_name(bad):
         RiverRegressor(n_threads=bad)
     with pytest.raises(ValueError, match="n_threads must be an int >= 1, 'auto' or None"):
         StreamingBoosterModule(SGB(lambda: TwoLayerNet(4, 5), n_learners=2), n_threads=bad)
+
+
+def _seen_threads(booster, monkeypatch):
+    """Thread counts seen inside the learners' forward during the booster's calls."""
+    seen = []
+    forward = type(booster.learners).forward
+    monkeypatch.setattr(type(booster.learners), "forward", lambda self, *a, **k: (seen.append(
+        torch.get_num_threads()), forward(self, *a, **k))[1])
+    return seen
+
+
+@pytest.mark.parametrize("n_threads, inside", [("auto", 1), (None, 2), (1, 1), (2, 2)])
+def test_a_booster_used_directly_chooses_its_threads_and_restores_them(n_threads, inside,
+                                                                      monkeypatch):
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(4, 5), n_learners=3, n_threads=n_threads)
+    seen = _seen_threads(booster, monkeypatch)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x, y = torch.randn(8, 4), torch.randn(8)
+        booster.learn(x, y)
+        booster.predict(x)
+        booster.evaluate(x, y)
+        booster.export()
+        assert seen and set(seen) == {inside}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_booster_leaves_the_threads_to_an_enclosing_choice_and_restores_after_errors(
+        monkeypatch):
+    booster = SGB(lambda: TwoLayerNet(4, 5), n_learners=3)  # "auto": one thread alone
+    seen = _seen_threads(booster, monkeypatch)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with threads(None):  # an estimator with n_threads=None: torch's setting stands
+            booster.learn(torch.randn(8, 4), torch.randn(8))
+        assert seen == [2]
+        with pytest.raises(ValueError, match="contain NaN"):
+            booster.learn(torch.full((8, 4), float("nan")), torch.randn(8))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="n_threads must be an int >= 1, 'auto' or None"):
+        SGB(lambda: TwoLayerNet(4, 5), n_learners=3, n_threads=0)

@@ -1,16 +1,22 @@
-"""How many intra-op threads torch uses where the library owns the loop: the estimators'
-``fit``, ``partial_fit`` and predictions, and a Lightning fit of
-:class:`~torchboost.lightning.StreamingBoosterModule`."""
+"""How many intra-op threads torch uses where the library owns the call: a booster's ``learn``,
+``predict``, ``evaluate`` and ``export`` (its ``n_threads``), the estimators' ``fit``,
+``partial_fit`` and predictions, and a Lightning fit of
+:class:`~torchboost.lightning.StreamingBoosterModule`.
+
+The outermost choice wins: inside an estimator's fit or a Lightning fit (which chose the threads
+with their own ``n_threads``), a booster's calls leave the count as it is (:func:`chosen`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
 
-__all__ = ["AUTO_THREADS_WORK", "check_threads", "thread_count", "threads"]
+__all__ = ["AUTO_THREADS_WORK", "auto_threads", "check_threads", "chosen", "thread_count",
+           "threads"]
 
 
 #: ``n_threads="auto"``: one intra-op thread for a CPU round or prediction whose work (rows ×
@@ -30,26 +36,60 @@ def thread_count(n_threads: int | str | None, device: str | torch.device, booste
     19× on a loaded machine) and torch's setting (``None``) otherwise."""
     if n_threads != "auto":
         return _checked(n_threads)
-    if torch.device(device).type != "cpu":
+    return auto_threads(device, rows * sum(p.numel() for p in booster.parameters()))
+
+
+def auto_threads(device: str | torch.device, work: int) -> int | None:
+    """``"auto"``'s choice for ``work`` (rows × parameters) on ``device``: 1 on a CPU up to
+    :data:`AUTO_THREADS_WORK`, else ``None`` (torch's setting)."""
+    if work > AUTO_THREADS_WORK or torch.device(device).type != "cpu":
         return None
-    work = rows * sum(p.numel() for p in booster.parameters())
-    return 1 if work <= AUTO_THREADS_WORK else None
+    return 1
+
+
+#: whether an enclosing call of the library chose the threads (:func:`threads`, a Lightning fit)
+_CHOSEN: ContextVar[bool] = ContextVar("torchboost_threads_chosen", default=False)
+
+
+def chosen() -> bool:
+    """Whether an enclosing estimator call, booster call or Lightning fit chose torch's threads
+    (its ``n_threads``, ``None`` included): a booster's own ``n_threads`` then stands aside."""
+    return _CHOSEN.get()
 
 
 @contextmanager
 def threads(n_threads: int | None) -> Iterator[None]:
     """Run with ``torch.set_num_threads(n_threads)`` and restore the previous count after;
-    ``None`` leaves torch's setting alone. Small mini-batches gain nothing from intra-op threads,
-    and on a busy machine waiting for them can cost far more than the work itself."""
-    if _checked(n_threads) is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
+    ``None`` leaves torch's setting alone. Either way the calls inside see :func:`chosen`.
+    Small mini-batches gain nothing from intra-op threads, and on a busy machine waiting for
+    them can cost far more than the work itself."""
+    token = _CHOSEN.set(True)
+    try:
+        if _checked(n_threads) is None:
+            yield
+            return
+        previous = torch.get_num_threads()
+        if previous == n_threads:
+            yield
+            return
+        torch.set_num_threads(n_threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
+    finally:
+        _CHOSEN.reset(token)
+
+
+@contextmanager
+def choosing() -> Iterator[None]:
+    """Mark the calls inside as run under a choice made elsewhere (a Lightning fit that set the
+    threads for the whole fit): boosters' own ``n_threads`` stand aside."""
+    token = _CHOSEN.set(True)
     try:
         yield
     finally:
-        torch.set_num_threads(previous)
+        _CHOSEN.reset(token)
 
 
 def check_threads(n_threads: Any) -> int | str | None:

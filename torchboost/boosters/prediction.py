@@ -28,6 +28,10 @@ class Prediction:
         """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
         The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
         and each gets its previous mode back afterwards."""
+        with self.running(x):
+            return self._predict(x, n_learners)
+
+    def _predict(self, x: Tensor, n_learners: int | None) -> Tensor:
         x = self._check_features(x)
         if self.standardizer is not None:
             x = self.standardizer.inputs(x)

@@ -21,7 +21,7 @@ from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.protocol import StreamingModel, missing_members
-from torchboost.threads import check_threads, thread_count
+from torchboost.threads import check_threads, choosing, thread_count
 
 __all__ = ["StreamingBoosterModule"]
 
@@ -86,7 +86,8 @@ class StreamingBoosterModule(pl.LightningModule):
     until :meth:`teardown` restores them: ``"auto"`` (default) one thread on a CPU for the
     small learners and batches of the papers, where a thread pool costs more than it saves
     (:func:`~torchboost.threads.thread_count`), torch's setting otherwise; an int; ``None``
-    leaves torch's setting alone.
+    leaves torch's setting alone. The training rounds run under this choice, whatever the
+    booster's own ``n_threads`` (which its other calls, validation's included, follow).
 
     **Held-out evaluation.** :meth:`validation_step` logs ``val/loss`` (and ``val/error``) of
     ``booster.evaluate`` on validation batches, averaged over examples.
@@ -253,7 +254,8 @@ class StreamingBoosterModule(pl.LightningModule):
             x, y = _pair(batch)
             if not self._threads_chosen:
                 self._choose_threads(x)
-            scores = booster.round_scores(booster.learn(x, y))
+            with choosing():  # the fit's threads, not the booster's own n_threads
+                scores = booster.round_scores(booster.learn(x, y))
             size = x.shape[0]
             if booster.sync is not None:
                 size, scores = _global_scores(booster.sync, size, scores)

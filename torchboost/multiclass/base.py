@@ -75,9 +75,9 @@ class MulticlassBooster(Booster):
         training: ``"weighted"`` cross-entropy step or the ``"sampling"`` variant
             (:func:`~torchboost.multiclass.weak_classifiers.importance_targets`).
         state_updates: ``"sequential"`` or ``"batch"`` (module docstring, "Mini-batches").
-        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_scheduler, standardize: as for every
-            :class:`~torchboost.boosters.base.Booster` (schedule-free learners at the default
-            rule, features standardised on the fly, by default).
+        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_scheduler, standardize, n_threads: as
+            for every :class:`~torchboost.boosters.base.Booster` (schedule-free learners at the
+            default rule, features standardised on the fly, by default).
         seed: seeds the generator of every random choice (ties, Hedge, sampling, Poisson).
     """
 
@@ -105,6 +105,7 @@ class MulticlassBooster(Booster):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         standardize: bool = True,
+        n_threads: int | str | None = "auto",
     ) -> None:
         if not (isinstance(n_classes, int) and n_classes >= 2):
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
@@ -114,7 +115,8 @@ class MulticlassBooster(Booster):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         options = {"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs, "mode": mode,
-                   "lr_scheduler": lr_scheduler, "standardize": standardize}
+                   "lr_scheduler": lr_scheduler, "standardize": standardize,
+                   "n_threads": n_threads}
         if lr_fan_in is not None:
             options["lr_fan_in"] = lr_fan_in
         super().__init__(learners, "softmax", n_learners=n_learners, n_outputs=n_classes,
