@@ -45,10 +45,14 @@ def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: 
     return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 
-def timing_arguments(description: str, out: Path, seconds: float) -> argparse.Namespace:
+def timing_arguments(description: str, out: Path, seconds: float,
+                     extra: Callable[[argparse.ArgumentParser], Any] | None = None
+                     ) -> argparse.Namespace:
     """``--device``, ``--seconds`` (per variant and shape, default ``seconds``), ``--repeats``
-    and ``--out`` (default ``out``) of a timing benchmark."""
+    and ``--out`` (default ``out``) of a timing benchmark; ``extra(parser)`` adds its own."""
     parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seconds", type=float, default=seconds, help="per variant and shape")
     parser.add_argument("--repeats", type=int, default=5)

@@ -70,8 +70,8 @@ def _copies(booster: SGB, rounds: int, monkeypatch: pytest.MonkeyPatch) -> int:
     """Rounds that took the checked path (checks 3 and 4 after the step; the pre-step copies
     they read are the round transaction's)."""
     calls = []
-    original = guards._step_within_cap
-    monkeypatch.setattr(guards, "_step_within_cap",
+    original = guards._update_norm
+    monkeypatch.setattr(guards, "_update_norm",
                         lambda *args: calls.append(1) or original(*args))
     x, y = torch.randn(rounds, 16, 5), torch.randn(rounds, 16)
     for xb, yb in zip(x, y, strict=True):

@@ -6,10 +6,10 @@ changed (a copy is cast, detached)."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
+
+from torchboost.deferred_checks import require_finite
 
 __all__ = ["check_features"]
 
@@ -20,7 +20,9 @@ def check_features(x: Tensor, dtype: torch.dtype | None = None,
                    owner: str = "booster") -> Tensor:
     """``x`` detached and cast to ``dtype`` (if given) after the checks: a tensor, ``(B, ...)`` with
     ``B >= 1``, floating point, ``shape`` per example if given, on ``device`` if given, finite
-    — finite values that overflow ``dtype`` are named as such, not as NaN or inf."""
+    — finite values that overflow ``dtype`` are named as such, not as NaN or inf. Finiteness
+    is read at once, or once a learning round settles its checks
+    (:mod:`~torchboost.deferred_checks`)."""
     if not torch.is_tensor(x):
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
     if x.ndim < 2:
@@ -39,14 +41,21 @@ def check_features(x: Tensor, dtype: torch.dtype | None = None,
                          f"{owner} was trained on {shape}")
     if device is not None and x.device != device:
         raise ValueError(f"{what} are on {x.device} but the {owner} is on {device}")
-    if not math.isfinite(x.sum().item()) and not bool(torch.isfinite(x).all()):
-        bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
-        if given is not x and bool(torch.isfinite(given[bad]).all()):
-            top = given[bad].abs().max().item()
-            raise ValueError(
-                f"{what} of rows {bad[:10].tolist()} are finite in {given.dtype} but overflow "
-                f"the {owner}'s {dtype} (largest magnitude {top:.3g}, {dtype} holds up to "
-                f"{torch.finfo(dtype).max:.3g}): scale the {what} down or compute in a wider "
-                "dtype")
-        raise ValueError(f"{what} contain NaN or inf (rows {bad[:10].tolist()})")
+    require_finite(x.sum(), lambda: _explain_not_finite(x, given, what, owner))
     return x
+
+
+def _explain_not_finite(x: Tensor, given: Tensor, what: str, owner: str) -> None:
+    """Raise the ``ValueError`` for features ``x`` (cast from ``given``) that hold NaN or inf;
+    nothing if every entry is finite (only their sum overflowed)."""
+    if bool(torch.isfinite(x).all()):
+        return
+    bad = (~torch.isfinite(x.reshape(x.shape[0], -1))).any(1).nonzero().flatten()
+    if given is not x and bool(torch.isfinite(given[bad]).all()):
+        top = given[bad].abs().max().item()
+        raise ValueError(
+            f"{what} of rows {bad[:10].tolist()} are finite in {given.dtype} but overflow "
+            f"the {owner}'s {x.dtype} (largest magnitude {top:.3g}, {x.dtype} holds up to "
+            f"{torch.finfo(x.dtype).max:.3g}): scale the {what} down or compute in a wider "
+            "dtype")
+    raise ValueError(f"{what} contain NaN or inf (rows {bad[:10].tolist()})")

@@ -41,6 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torchboost.deferred_checks import require_finite, require_true
+
 __all__ = [
     "AbsoluteLoss",
     "HingeLoss",
@@ -160,10 +162,27 @@ def _check_finite(target: Tensor) -> None:
         raise ValueError("empty label batch")
     if target.is_complex() or target.dtype == torch.bool:
         raise ValueError(f"labels must be real numbers, got dtype {target.dtype}")
-    # one reduction: a finite sum means finite entries (an overflowing sum is scanned)
-    if target.is_floating_point() and not math.isfinite(target.sum().item()) and not bool(
-            torch.isfinite(target).all()):
+    # one reduction: a finite sum means finite entries (an overflowing sum is scanned), read
+    # at once or when the learning round settles its checks (:mod:`.deferred_checks`)
+    if target.is_floating_point():
+        require_finite(target.sum(), lambda: _explain_not_finite(target))
+
+
+def _explain_not_finite(target: Tensor) -> None:
+    if not bool(torch.isfinite(target).all()):
         raise ValueError("labels contain NaN or inf")
+
+
+def one_hot(labels: Tensor, n_classes: int, dtype: torch.dtype) -> Tensor:
+    """``F.one_hot(labels, n_classes).to(dtype)`` for labels known to lie in
+    ``[0, n_classes)`` (encoded ones), without its range check: two host syncs a call."""
+    return (labels.unsqueeze(-1) == torch.arange(n_classes, device=labels.device)).to(dtype)
+
+
+def _explain_out_of_range(target: Tensor, n_outputs: int) -> None:
+    low, high = int(target.min()), int(target.max())
+    if low < 0 or high >= n_outputs:
+        raise ValueError(f"class labels must lie in [0, {n_outputs}), found {low}..{high}")
 
 
 def _regression_target(target: Tensor, n_outputs: int) -> Tensor:
@@ -204,7 +223,8 @@ class SquaredLoss(Loss):
     smoothness = 1.0
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:
-        return 0.5 * (y - z).square().sum(-1)
+        residual = y - z
+        return (residual * residual).sum(-1) / 2.0
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return y - z
@@ -377,7 +397,7 @@ class SoftmaxCrossEntropy(Loss):
         return -torch.gather(log_p, -1, z.expand(*y.shape[:-1]).unsqueeze(-1)).squeeze(-1)
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
-        return _softmax(y) - F.one_hot(z, y.shape[-1]).to(y.dtype)
+        return _softmax(y) - one_hot(z, y.shape[-1], y.dtype)
 
     def hessian(self, y: Tensor, z: Tensor) -> Tensor:
         """Diagonal ``p_k(1 − p_k)`` of the Hessian ``diag(p) − p pᵀ``, ``p = softmax(y)``."""
@@ -387,7 +407,7 @@ class SoftmaxCrossEntropy(Loss):
     def newton(self, y: Tensor, z: Tensor, floor: float) -> tuple[Tensor, Tensor]:
         p = _softmax(y)  # once, for both the gradient and the Hessian
         weights = (p * (1.0 - p)).clamp_min(floor)
-        return (p - F.one_hot(z, y.shape[-1]).to(y.dtype)) / weights, weights
+        return (p - one_hot(z, y.shape[-1], y.dtype)) / weights, weights
 
     def encode_target(self, target: Tensor, n_outputs: int) -> Tensor:
         _check_finite(target)
@@ -397,9 +417,9 @@ class SoftmaxCrossEntropy(Loss):
             target = target.squeeze(1)
         if target.ndim != 1:
             raise ValueError(f"class labels must have shape (B,), got {tuple(target.shape)}")
-        low, high = int(target.min()), int(target.max())
-        if low < 0 or high >= n_outputs:
-            raise ValueError(f"class labels must lie in [0, {n_outputs}), found {low}..{high}")
+        # read at once, or when the learning round settles its checks (:mod:`.deferred_checks`)
+        require_true(((target >= 0) & (target < n_outputs)).all(),
+                     lambda: _explain_out_of_range(target, n_outputs))
         return target.long()
 
     def lipschitz(self, b: float) -> float:
@@ -412,7 +432,7 @@ class SoftmaxCrossEntropy(Loss):
         return math.sqrt(2.0)
 
     def target_statistic(self, z: Tensor, m: int) -> Tensor:
-        return F.one_hot(z, m).to(torch.get_default_dtype())
+        return one_hot(z, m, torch.get_default_dtype())
 
     def best_constant(self, mean_statistic: Tensor) -> Tensor:
         return torch.log(mean_statistic.clamp_min(_PROBABILITY_FLOOR))

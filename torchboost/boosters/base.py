@@ -35,12 +35,13 @@ from torch import Tensor, nn
 from torchboost.boosters.data_parallel import DataParallel
 from torchboost.boosters.default_lr import with_default_lr
 from torchboost.boosters.diagnostics import BoosterDiagnostics
-from torchboost.boosters.guards import check_round, learners_trained
+from torchboost.boosters.guards import check_round
 from torchboost.boosters.prediction import Prediction
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.state import BoosterState
 from torchboost.boosters.transaction import RoundTransaction
+from torchboost.deferred_checks import DeferredChecks, deferring
 from torchboost.distributed import Synchronizer
 from torchboost.export import export_booster
 from torchboost.learners import LearnerSource, WeakLearners
@@ -48,6 +49,7 @@ from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.losses import Loss, get_loss
 from torchboost.params import flag, positive_float, positive_int
+from torchboost.scalars import scalar
 from torchboost.threads import auto_threads, check_threads, chosen, threads
 
 __all__ = ["Y0", "Booster", "Round"]
@@ -247,12 +249,16 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             return _NO_CHANGE
         count = self.n_threads
         if count == "auto":
-            rows = x.shape[0] if torch.is_tensor(x) and x.ndim > 0 else 1
-            size = vars(self).get("_parameter_count")
-            if size is None:  # the learners' shapes are fixed once built
+            device = self.y0_fixed.device
+            key = (x.shape[0] if torch.is_tensor(x) and x.ndim > 0 else 1, device.type)
+            choices = vars(self).get("_auto_threads")
+            if choices is None or len(choices) > 64:  # the learners' shapes are fixed once built
+                choices = {}
+                self._set_plain(_auto_threads=choices)
+            count = choices.get(key, _UNSET)
+            if count is _UNSET:
                 size = sum(p.numel() for p in self.parameters())
-                self._set_plain(_parameter_count=size)
-            count = auto_threads(self.y0_fixed.device, rows * size)
+                count = choices[key] = auto_threads(device, key[0] * size)
         return threads(count)
 
     # --- the algorithm-specific pieces -------------------------------------------------------
@@ -286,7 +292,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         learners' own training losses. Default: the squared error to the target,
         ``mean_b ‖target_i − h_i(x_b)‖²`` (SGB Alg. 1 line 12), whose gradient is
         ``2 (h_i − target_i) / B``."""
-        return (h - targets) * (2.0 / h.shape[1])
+        return (h - targets) * scalar(2.0 / h.shape[1], h)
 
     def after_step(self, h: Tensor, partials: Tensor, z: Tensor) -> None:
         """Update algorithm state once the learners have stepped (default: nothing). Averages
@@ -308,7 +314,14 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         the learners' step (all of them, or one stage's), :meth:`after_step` and the
         book-keeping, inside a :class:`~torchboost.boosters.transaction.RoundTransaction`:
         whatever raises leaves the booster as it was."""
-        x, z = self._checked_round_input(x, y)
+        # one process, mode settled: the checks' verdicts stay on the device until the round
+        # has stepped, then are read in one host sync (:mod:`torchboost.deferred_checks`)
+        with deferring(self.sync is None and not self.learners.probe_pending) as checks:
+            x, z = self._checked_round_input(x, y)
+            return self._round(x, z, checks)
+
+    def _round(self, x: Tensor, z: Tensor, checks: DeferredChecks) -> Tensor:
+        """:meth:`_learn`'s round on checked features and encoded labels."""
         self._run_learners(self.learners.probe, x)  # mode="auto" settles before the round
         labels = z  # in the user's units, for :meth:`round_scores`
         with self._transaction(self, self.learners, self.stepping_learner()) as round_:
@@ -320,14 +333,14 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             with self.learners.learning_point(self.stepping_learner()):
                 plan = self.plan_round(x, z)
                 check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first,
-                            trained=lambda: learners_trained(self.learners,
-                                                             self.stepping_learner()))
+                            trained=round_.learners_had_state)
                 output_grad = self.learner_loss_grad(plan.h, plan.targets)
                 if plan.weights is not None:  # a per-output weighted loss: output by output
                     output_grad = output_grad * plan.weights
                 if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
                     output_grad = output_grad * (x.shape[0] / self._round_size)
                 round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
+                checks.settle()  # every check of the round so far, read once
             self.after_step(plan.h, plan.partials, z)
             self.learners.step_schedules(plan.index)
             if self.stall is not None:  # a warning made an error (-W error) rolls back too
@@ -339,9 +352,13 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                         # steps and the batch, so it is built only for the warning itself
                         self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
                                         self._stall_remedy())
-        self._record_round(x, plan.h, plan.targets, z, first=plan.first, weights=plan.weights)
+            # before the commits: the map reads the label statistics of the earlier batches
+            prediction = (plan.prediction if self.standardizer is None
+                          else to_user_units(plan.prediction))
+            self._record_round(x, plan.h, plan.targets, z, first=plan.first,
+                               weights=plan.weights)
         self._set_plain(_round_labels=labels)
-        return plan.prediction if self.standardizer is None else to_user_units(plan.prediction)
+        return prediction
 
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``
@@ -377,8 +394,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         rank holds the single-process state."""
         batch = x.shape[0] if self.sync is None else self._round_size
         with torch.no_grad():
-            target_sq = targets.square()
-            residual_sq = (targets - h).square()
+            residual = targets - h
+            target_sq, residual_sq = targets * targets, residual * residual
             if weights is None:
                 target_sq = weighted_target_sq = target_sq.sum(-1)
             else:
@@ -417,6 +434,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
 
 #: :meth:`Booster.running` with nothing to change
 _NO_CHANGE = nullcontext()
+#: not yet in :meth:`Booster.running`'s choices
+_UNSET = object()
 
 
 def _check_grad_mode() -> None:

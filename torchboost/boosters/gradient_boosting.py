@@ -18,6 +18,7 @@ from torchboost.boosters.base import Booster
 from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
 from torchboost.losses import Loss
 from torchboost.params import positive_float
+from torchboost.scalars import scalar
 
 __all__ = ["DEFAULT_HESSIAN_FLOOR", "NEWTON_STEP", "STEP_BUDGET", "GradientBoosting", "Targets",
            "paper_step"]
@@ -165,7 +166,8 @@ class GradientBoosting(Booster):
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         """Alg. 1 line 6 for all i at once: ``y^i = y0 − Σ_{j≤i} η_j h_j``."""
         steps = self.steps(h.shape[0])
-        scaled = steps * h if isinstance(steps, float) else steps[:, None, None].to(h.dtype) * h
+        scaled = (h * scalar(steps, h) if isinstance(steps, float)
+                  else steps[:, None, None].to(h.dtype) * h)
         return torch.cat([y0.unsqueeze(0), y0.unsqueeze(0) - scaled.cumsum(0)], dim=0)
 
     def learner_targets(self, h: Tensor, partials: Tensor, z: Tensor) -> Tensor:

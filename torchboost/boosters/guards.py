@@ -34,10 +34,14 @@ norm and nothing per parameter beyond it. Any other optimizer (schedule-free Ada
 included), or an Adam whose ``lr`` is too large for the proof (e.g. ``lr=1e30``), takes the
 checked path below.
 
-Cost of the checked path. Each check is one fused pass and one host sync (a fused max-norm of
-the gradients; the NaN/inf scan of ``torch.amp.GradScaler`` otherwise); the per-learner scan
-that names the culprit runs only after a failure. Check 4 measures the step from the round
-transaction's copies of the parameters, so the guards copy nothing themselves.
+Cost of the checked path. Each check is one fused pass whose verdict stays on the device
+(:mod:`~torchboost.deferred_checks`): a learning round on one process reads all of them, with
+the features' and labels' checks, in one host sync once the learners have stepped, and only a
+failed verdict runs the scans that name the culprit (before the round's transaction puts
+everything back). Check 2 keeps each learner's gradient norm from before the step, since an
+optimizer may rescale the gradients in place; check 4 measures the step from the round
+transaction's copies of the parameters, so the guards copy nothing themselves. Outside a round
+(a data-parallel one, or ``mode="auto"`` before its probe) each check is read at once.
 
 Why the checks there: only Adam-like updates are bounded by ``lr``; SGD's ``lr·g`` or AdamW's
 ``lr·λ·w`` overflow for a large ``lr`` although every gradient is finite.
@@ -55,6 +59,7 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.step_bound import MomentInvariant, UpdateBound, adam_update_bound
+from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
@@ -100,26 +105,41 @@ def check_round(h: Tensor, partials: Tensor, targets: Tensor,
     With a data-parallel ``sync`` the verdict is summed over the replicas (one small all-reduce),
     so that all of them raise together instead of leaving the others waiting in a collective.
     ``first`` is the index of the learner of row 0 (a stage of stagewise boosting). Where an
-    output is not finite and ``trained()`` (asked only then) says that no learner of the round
-    has stepped yet, the error points at the learner's forward, not the learning rate.
+    output is not finite and ``trained()`` (asked only then, possibly after the round's step:
+    it must answer for the time before the round) says that no learner of the round had
+    stepped yet, the error points at the learner's forward, not the learning rate.
     """
+    if sync is None:  # read at once, or when the round settles (:mod:`.deferred_checks`)
+        require_finite(h.sum() + partials.sum() + targets.sum(),
+                       lambda: _raise_bad_rows(_bad_rows(h, partials, targets), first, trained))
+        return
     found: list[tuple[int, str]] = []
     if not math.isfinite((h.sum() + partials.sum() + targets.sum()).item()):
-        # an empty list here means that the sum overflowed although every entry is finite
-        found = [(row, what) for row, what in (
-            (_first_bad_row(h), "output h_i(x)"),
-            (_shifted(_first_bad_row(partials)), "partial sum y^i"),
-            (_first_bad_row(targets), "target"),
-        ) if row is not None]
-    if sync is not None:
-        flags = torch.zeros(h.shape[0], device=sync.device)
-        for row, _ in found:
-            flags[row] = 1.0
-        sync.sum_([flags])
-        rows = flags.nonzero()
-        if len(rows) and not any(row == int(rows[0]) for row, _ in found):
-            raise DivergenceError(first + int(rows[0]), "its output, partial sum or target is "
-                                                        "NaN or inf on another replica")
+        found = _bad_rows(h, partials, targets)
+    flags = torch.zeros(h.shape[0], device=sync.device)
+    for row, _ in found:
+        flags[row] = 1.0
+    sync.sum_([flags])
+    rows = flags.nonzero()
+    if len(rows) and not any(row == int(rows[0]) for row, _ in found):
+        raise DivergenceError(first + int(rows[0]), "its output, partial sum or target is "
+                                                    "NaN or inf on another replica")
+    _raise_bad_rows(found, first, trained)
+
+
+def _bad_rows(h: Tensor, partials: Tensor, targets: Tensor) -> list[tuple[int, str]]:
+    """The first non-finite row of each of ``h``, ``partials`` (charged to the learner before)
+    and ``targets``, with what it is; empty when every entry is finite (a sum overflowed)."""
+    return [(row, what) for row, what in (
+        (_first_bad_row(h), "output h_i(x)"),
+        (_shifted(_first_bad_row(partials)), "partial sum y^i"),
+        (_first_bad_row(targets), "target"),
+    ) if row is not None]
+
+
+def _raise_bad_rows(found: list[tuple[int, str]], first: int,
+                    trained: Callable[[], bool] | None) -> None:
+    """:class:`DivergenceError` for the smallest learner index in ``found`` (nothing if empty)."""
     if found:
         learner, what = min(found, key=lambda item: item[0])
         untrained = what == "output h_i(x)" and trained is not None and not trained()
@@ -154,28 +174,20 @@ def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) 
 
     def before_step(*_: Any) -> None:
         grads = [[p.grad for p in group if p.grad is not None] for group in groups]
-        if not _norms_bounded([g for group in grads for g in group]):
-            learner = _first_unbounded_learner(grads, stacked)
-            if learner is not None:  # None: a stack's norm was large, no learner's is
-                raise DivergenceError(first + learner, "its gradient is NaN, inf or too large "
-                                                       "to square (nothing was stepped)")
+        if any(grads):  # read at once, or when the round settles
+            ratios, owners = _gradient_ratios(grads, stacked)
+            limit = _gradient_limit(grads)
+            require_finite(within(ratios.max(), limit),
+                           lambda: _raise_unbounded_gradient(ratios, limit, owners, first))
         bounds = [adam_update_bound(opt) for opt in optimizers]
         vouched[:] = [opt for opt, bound in zip(optimizers, bounds, strict=True)
                       if bound is not None and _MOMENTS.holds(opt)]
         proven[:] = [len(vouched) == len(optimizers) and _proven_safe(bounds, groups, stacked)]
 
     def after_step(*_: Any) -> None:
-        if not proven[0] and not _step_within_cap(params, before):
-            if not _all_finite(params):
-                raise DivergenceError(first + _first_bad_learner(groups, stacked),
-                                      "the optimizer step made its parameters NaN or inf "
-                                      "(parameters and optimizer state restored)")
-            learner = _first_oversized_update(params, groups, before, stacked)
-            if learner is not None:
-                raise DivergenceError(first + learner, "the optimizer step changed its "
-                                      f"parameters by more than {MAX_RELATIVE_UPDATE:g} times "
-                                      "their norm (or 1) (parameters and optimizer state "
-                                      "restored)")
+        if not proven[0] and params:
+            require_finite(within(_update_norm(params, before), MAX_RELATIVE_UPDATE),
+                           lambda: _raise_bad_step(params, groups, before, stacked, first))
         for opt in vouched:
             _MOMENTS.stepped(opt)
 
@@ -224,23 +236,36 @@ def _largest(dtype: torch.dtype) -> float:
 MAX_RELATIVE_UPDATE = 1e6
 
 
-def _step_within_cap(params: list[Tensor], before: list[Tensor]) -> bool:
-    """Checks 3 and 4 at once, in one fused pass and one sync, for the usual step: the norm of
-    the whole update is finite (so is every parameter, the copies before the round being
-    finite) and at most the cap (so is every learner's, each cap being at least it). Only
-    when this fails are the parameters scanned for non-finite values and the learners' updates
-    measured one by one, to name the culprit."""
-    if not params:
-        return True
+def _update_norm(params: list[Tensor], before: list[Tensor]) -> Tensor:
+    """The norm of the whole update, in one fused pass, on the device: finite (so is every
+    parameter, the copies before the round being finite) and at most the cap exactly when
+    checks 3 and 4 hold for every learner, each learner's cap being at least it."""
     with torch.no_grad():
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(
             torch._foreach_sub(params, before))))
-        return bool(norm <= MAX_RELATIVE_UPDATE)  # False for NaN or inf
+
+
+def _raise_bad_step(params: list[Tensor], groups: list[list[Tensor]], before: list[Tensor],
+                    stacked: bool, first: int) -> None:
+    """Checks 3 and 4 after the whole update's norm (:func:`guard_step`'s one fused pass) was
+    not finite or above the cap: :class:`DivergenceError` for the first learner whose
+    parameters are not finite, else for the first whose update is beyond its own cap; nothing
+    when no learner's is (the whole update was large, no single learner's)."""
+    if not _all_finite(params):
+        raise DivergenceError(first + _first_bad_learner(groups, stacked),
+                              "the optimizer step made its parameters NaN or inf "
+                              "(parameters and optimizer state restored)")
+    learner = _first_oversized_update(params, groups, before, stacked)
+    if learner is not None:
+        raise DivergenceError(first + learner, "the optimizer step changed its "
+                              f"parameters by more than {MAX_RELATIVE_UPDATE:g} times "
+                              "their norm (or 1) (parameters and optimizer state "
+                              "restored)")
 
 
 def _first_oversized_update(params: list[Tensor], groups: list[list[Tensor]],
                             before: list[Tensor], stacked: bool) -> int | None:
-    """Check 4, after :func:`_step_within_cap` failed on finite parameters: the first learner
+    """Check 4, after the whole update's norm failed on finite parameters: the first learner
     whose step exceeds :data:`MAX_RELATIVE_UPDATE` times its norm (or 1), ``None`` if there is
     none (the whole update was large, no single learner's beyond its own bound)."""
     with torch.no_grad():
@@ -272,17 +297,45 @@ def _all_finite(tensors: list[Tensor]) -> bool:
     return not bool(found)
 
 
-def _norms_bounded(tensors: list[Tensor]) -> bool:
-    """Whether every tensor's 2-norm is at most ``sqrt(max of its dtype)``, so that every
-    entry's square is finite: one fused norm pass and one sync (NaN fails the comparison)."""
-    if not tensors:
-        return True
-    norms = torch.stack(torch._foreach_norm(tensors, 2))
-    dtypes = {t.dtype for t in tensors}
-    if len(dtypes) == 1:  # the usual case: the largest norm against a scalar (NaN: not <=)
-        return float(norms.max()) <= _square_limit(dtypes.pop())
-    limits = torch.tensor([_square_limit(t.dtype) for t in tensors], device=norms.device)
-    return bool((norms <= limits).all())
+def _gradient_ratios(grads: list[list[Tensor]], stacked: bool) -> tuple[Tensor, list[int]]:
+    """Gradient norms, over ``sqrt(max of their dtype)`` where the dtypes differ (else the
+    caller compares with that limit, :func:`_gradient_limit`), and the learner each belongs
+    to: stacked, one per tensor and learner, ``(tensors, N)`` (learner ``i`` is row ``i`` of
+    every tensor); in a loop one per tensor, learner ``i`` owning group ``i``. A norm within
+    its limit means every entry's square is finite (NaN for a NaN gradient). Kept before the
+    step: an optimizer may rescale the gradients in place (schedule-free AdamW does)."""
+    flat = [g for group in grads for g in group]
+    if stacked:
+        norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.ndim)))
+                             if g.ndim > 1 else g.abs() for g in flat])  # () reduces all
+        owners = list(range(flat[0].shape[0]))
+    else:
+        norms = torch.stack(torch._foreach_norm(flat, 2))
+        owners = [i for i, group in enumerate(grads) for _ in group]
+    if len({g.dtype for g in flat}) > 1:
+        shape = (-1, 1) if stacked else (-1,)
+        norms = norms / torch.tensor([_square_limit(g.dtype) for g in flat], dtype=norms.dtype,
+                                     device=norms.device).view(shape)
+    return norms, owners
+
+
+def _gradient_limit(grads: list[list[Tensor]]) -> float:
+    """What :func:`_gradient_ratios`' values are compared with: ``sqrt(max of the dtype)``,
+    or 1 where the gradients' dtypes differ (the ratios are divided by theirs already)."""
+    dtypes = {g.dtype for group in grads for g in group}
+    return _square_limit(dtypes.pop()) if len(dtypes) == 1 else 1.0
+
+
+def _raise_unbounded_gradient(ratios: Tensor, limit: float, owners: list[int],
+                              first: int) -> None:
+    """Check 2's :class:`DivergenceError` for the first learner with a value of
+    :func:`_gradient_ratios` above ``limit`` (or NaN); nothing if there is none."""
+    per_learner = ratios.amax(0) if ratios.ndim == 2 else ratios
+    bad = (~(per_learner <= limit)).nonzero()
+    if len(bad):
+        raise DivergenceError(first + owners[int(bad[0])], "its gradient is NaN, inf or too "
+                                                            "large to square (nothing was "
+                                                            "stepped)")
 
 
 @lru_cache
@@ -314,19 +367,3 @@ def _first_bad_learner(groups: list[list[Tensor]], stacked: bool) -> int:
     if stacked:
         return min(row for t in groups[0] if (row := _first_bad_row(t)) is not None)
     return next(i for i, group in enumerate(groups) if not _all_finite(group))
-
-
-def _first_unbounded_learner(groups: list[list[Tensor]], stacked: bool) -> int | None:
-    """First learner one of whose gradient tensors fails :func:`_norms_bounded` (rows of the
-    stacked tensors in stacked mode), ``None`` if none does."""
-    if stacked:
-        rows = [_first_bad_row_norm(t) for t in groups[0]]
-        return min((row for row in rows if row is not None), default=None)
-    return next((i for i, group in enumerate(groups) if not _norms_bounded(group)), None)
-
-
-def _first_bad_row_norm(t: Tensor) -> int | None:
-    """Index of the first row whose 2-norm is NaN or above ``sqrt(max of the dtype)``."""
-    norms = torch.linalg.vector_norm(t.reshape(t.shape[0], -1), dim=1)
-    rows = (~(norms <= _square_limit(t.dtype))).nonzero()
-    return int(rows[0]) if len(rows) else None

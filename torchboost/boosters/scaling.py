@@ -92,44 +92,50 @@ class RunningMoments(nn.Module):
     @torch.no_grad()
     def updated(self, values: Tensor, sync: Synchronizer | None = None) -> Moments:
         """The statistics after adding a batch, leaving the buffers as they are
-        (:meth:`commit` stores them)."""
+        (:meth:`commit` stores them). The batch's deviations from a shift ``c`` — the running
+        mean ``m`` rounded to the values' dtype, or the first batch's own (global) mean — are
+        taken in the values' dtype (the difference of nearby numbers is exact) and summed in
+        float64 (in float32 deviations of 1e18 squared overflow for a batch of 256 and would
+        leave inf statistics for good): with ``s1``, ``s2`` their sum and sum of squares over
+        ``n`` rows and ``e = c − m``, the deviations from ``m`` sum to ``s1 + n e`` and their
+        squares to ``s2 + 2 e s1 + n e²``, which Chan et al.'s update adds."""
         dims = [0, *range(2, values.ndim)]
+        size = float(values.numel() // max(values.shape[1], 1))  # rows (× positions)
         off_01 = None
         if self.off_01 is not None:
             # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
-            off_01 = (values * (values - 1)).abs().sum(dims, dtype=torch.float64)
+            off_01 = (values * (values - 1.0)).abs().sum(dims, dtype=torch.float64)
             if sync is not None:
                 sync.sum_([off_01])
             if self.started:
                 off_01 = off_01 + self.off_01
-        size = values.numel() // max(values.shape[1], 1)  # rows (× positions): no tensor op
-        # the batch's own moments: the mean in the values' precision, the squared deviations
-        # summed in float64 (in float32 deviations of 1e18 squared overflow for a batch of 256
-        # and would leave inf statistics for good; two passes: torch.var_mean over the batch
-        # dimension is several times slower on CPU)
-        keep = values.ndim > 2  # (B, k) broadcasts against (k,) as it is
-        batch_mean = values.mean(dims, keepdim=keep)
-        batch_sq_dev = (values - batch_mean).double().square().sum(dims)
-        batch_mean = (batch_mean.reshape(-1) if keep else batch_mean).double()
         # the batch size as a tensor only to be summed over the replicas
-        n = (torch.full((1,), float(size), dtype=torch.float64, device=values.device)
+        n = (torch.full((1,), size, dtype=torch.float64, device=values.device)
              if sync is not None else None)
         if not self.started:  # the first batch: its (global) mean is the shift
-            mean = batch_mean
+            total = values.sum(dims, dtype=torch.float64)
             if n is not None:
-                total = torch.cat([batch_mean * size, n])
+                total = torch.cat([total, n])
                 sync.sum_([total])
                 mean = total[:-1] / total[-1]
-            count, sq_dev = batch_mean.new_zeros(()), torch.zeros_like(mean)
+            else:
+                mean = total / size
+            count, sq_dev = mean.new_zeros(()), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
-        # sums of the deviations from the shift and of their squares (Chan et al.'s update)
-        delta = batch_mean - mean
-        s1, s2 = size * delta, batch_sq_dev + size * delta.square()
+        shift = mean.to(values.dtype)
+        deviations = (values - (shift if values.ndim == 2 else _per_column(shift, values.ndim))
+                      ).double()
+        s1 = deviations.sum(dims)
+        s2 = (deviations * deviations).sum(dims)
         if n is not None:
             sync.sum_([s1, s2, n])
-        total = count + (size if n is None else n[0])
-        return Moments(total, mean + s1 / total, sq_dev + s2 - s1.square() / total, off_01)
+        batch = size if n is None else n[0]
+        error = shift.double() - mean  # the shift's rounding
+        s2 = s2 + error * (s1 + s1) + error * error * batch
+        s1 = s1 + error * batch
+        total = count + batch
+        return Moments(total, mean + s1 / total, sq_dev + s2 - s1 * s1 / total, off_01)
 
     @property
     def started(self) -> bool:
@@ -168,8 +174,8 @@ class RunningMoments(nn.Module):
         mean, scale = stats.mean, _scale(stats.count, stats.mean, stats.sq_dev)
         if stats.off_01 is None:
             return mean, scale
-        indicator = stats.off_01 == 0
-        return mean.masked_fill(indicator, 0.0), scale.masked_fill(indicator, 1.0)
+        indicator = stats.off_01 == 0.0
+        return mean.masked_fill(indicator, 0.0), scale.masked_fill_(indicator, 1.0)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
@@ -200,21 +206,15 @@ class Standardizer(nn.Module):
         """A training round's standardised features and labels (with the statistics updated by
         the batch, stored by :meth:`commit` once the round succeeded), and the map of its
         standardised predictions to the user's units with the label statistics of the earlier
-        batches (0 before any label)."""
+        batches (0 before any label): the stored ones, so it must run before :meth:`commit`."""
         features = self.features.updated(x, sync)
         self._pending = [features]
         x = _standardize(x, *self.features.shift_and_scale(features))
         if self.labels is None:
             return x, z, _identity
-        if self.labels.started:  # a copy: commit() overwrites the buffer in place
-            mean, scale = self.labels.mean.clone(), self.labels.scale()
-        else:
-            mean = torch.zeros_like(z[0], dtype=torch.float64)
-            scale = torch.zeros_like(mean)
         labels = self.labels.updated(z, sync)
         self._pending.append(labels)
-        return (x, _standardize(z, *self.labels.shift_and_scale(labels)),
-                lambda y: _unscale(y, mean, scale))
+        return x, _standardize(z, *self.labels.shift_and_scale(labels)), self.outputs
 
     def commit(self) -> None:
         """Store the statistics of the round :meth:`learn` prepared."""
@@ -239,12 +239,17 @@ class Standardizer(nn.Module):
 
 
 def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
-    return (sq_dev.clamp_min(0) / count.clamp_min(1)).sqrt()
+    return (sq_dev.clamp_min(0.0) / count.clamp_min(1.0)).sqrt()
 
 
 def _scale(count: Tensor, mean: Tensor, sq_dev: Tensor) -> Tensor:
     std = _std(count, sq_dev)  # ≥ 0, so a standard deviation of 0 is within the tolerance
-    return std.masked_fill(std <= CONSTANT_TOLERANCE * mean.abs(), 1.0)
+    return std.masked_fill_(std / CONSTANT_TOLERANCE <= mean.abs(), 1.0)
+
+
+def _per_column(stat: Tensor, ndim: int) -> Tensor:
+    """A column statistic ``(k,)`` shaped to broadcast along dimension 1 of ``ndim``-D values."""
+    return stat.view(1, -1, *([1] * (ndim - 2)))
 
 
 def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
@@ -253,8 +258,7 @@ def _standardize(values: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
     the values have)."""
     mean, scale = mean.to(values.dtype), scale.to(values.dtype)
     if values.ndim > 2:  # per channel (dimension 1); (B, k) broadcasts against (k,) as it is
-        shape = (1, -1, *([1] * (values.ndim - 2)))
-        mean, scale = mean.view(shape), scale.view(shape)
+        mean, scale = _per_column(mean, values.ndim), _per_column(scale, values.ndim)
     return (values - mean) / scale
 
 

@@ -142,7 +142,7 @@ class StallMonitor(nn.Module):
         first = self.seen < self.window  # the warm-up: the label statistics only
         sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0)]
         if not first:
-            mean = (self.statistic_sum / self.seen).to(partials.dtype)
+            mean = (self.statistic_sum / float(self.seen)).to(partials.dtype)
             constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
             sums += [self._values(partials, z).sum(-1), self._values(constant, z).sum()]
         if sync is not None:  # summed in float64 (the buffers' dtype, to which they are added)

@@ -25,7 +25,7 @@ one more ATen operation than before it, ``benchmarks/round_ops.py``); it replace
 own copies (a ``torch.cat`` of the parameters and a copy of the optimizer state for every step
 that no bound proves safe), so the default schedule-free round costs 1.04× (N = 8) and 1.10×
 (N = 64, SLICE shape) an Adam round stacked and 0.90× in loop mode
-(``benchmarks/round_cost.json``).
+(``benchmarks/schedule_free_cost.json``).
 
 So a booster's own state must live in buffers (or learner parameters): plain Python attributes
 are not restored, and not saved by ``state_dict`` either
@@ -247,6 +247,10 @@ class RoundTransaction:
             raise
         for commit in self._commits:
             commit()
+
+    def learners_had_state(self) -> bool:
+        """Whether the optimizers this round steps held state before it (had stepped once)."""
+        return any(self._saved.states)
 
     def on_commit(self, action: Callable[[], None]) -> None:
         """Run ``action`` once the round has succeeded (never if it raises)."""

@@ -55,7 +55,7 @@ _LERP_SWITCH = (schedulefree.AdamWScheduleFree, schedulefree.RAdamScheduleFree)
 def _switch(optimizers: Sequence[torch.optim.Optimizer], train: bool) -> None:
     """``opt.train()`` (or ``opt.eval()``) for every optimizer, as one ``torch._foreach_lerp_``
     per distinct weight for those of :data:`_LERP_SWITCH` (the same arithmetic; both ways take
-    67 µs of a 5.8 ms N = 64 stacked round in the SLICE shape, ``benchmarks/round_cost.py``,
+    67 µs of a 5.8 ms N = 64 stacked round in the SLICE shape, ``benchmarks/schedule_free_cost.py``,
     and one call per parameter, 2 × 4 of them there, 74 µs; in loop mode, 8 learners, 60 µs
     against 176 µs)."""
     moves: dict[float, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}

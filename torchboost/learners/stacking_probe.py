@@ -20,6 +20,11 @@ class StackingProbe:
     reads the container's ``engine``, ``optimizer_spec``, ``mode``, ``chained`` and
     ``_probe_pending``)."""
 
+    @property
+    def probe_pending(self) -> bool:
+        """Whether ``mode="auto"`` still has to probe the stacked path on an input."""
+        return self._probe_pending
+
     def probe(self, x: Tensor) -> None:
         """Settle ``mode="auto"`` on the first input (:meth:`_probe`); nothing once settled.
         Boosters call it before a round starts, so that a fall-back to the loop never rebuilds
