@@ -306,8 +306,7 @@ def _gradient_ratios(grads: list[list[Tensor]], stacked: bool) -> tuple[Tensor, 
     step: an optimizer may rescale the gradients in place (schedule-free AdamW does)."""
     flat = [g for group in grads for g in group]
     if stacked:
-        norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.ndim)))
-                             if g.ndim > 1 else g.abs() for g in flat])  # () reduces all
+        norms = torch.stack([_row_norms(g) for g in flat])
         owners = list(range(flat[0].shape[0]))
     else:
         norms = torch.stack(torch._foreach_norm(flat, 2))
@@ -317,6 +316,18 @@ def _gradient_ratios(grads: list[list[Tensor]], stacked: bool) -> tuple[Tensor, 
         norms = norms / torch.tensor([_square_limit(g.dtype) for g in flat], dtype=norms.dtype,
                                      device=norms.device).view(shape)
     return norms, owners
+
+
+def _row_norms(t: Tensor) -> Tensor:
+    """The 2-norm of every row (dimension 0) of ``t``, one trailing dimension at a time: each
+    a reduction along memory where the last dimension is contiguous (a stacked weight's
+    gradient is laid out learner-second; reducing its dimensions 1 and 2 at once took 6× as
+    long for 64 learners of 384 × 10)."""
+    if t.ndim == 1:
+        return t.abs()
+    while t.ndim > 1:
+        t = torch.linalg.vector_norm(t, dim=-1)
+    return t
 
 
 def _gradient_limit(grads: list[list[Tensor]]) -> float:
