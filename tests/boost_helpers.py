@@ -108,3 +108,20 @@ def assert_learns_tiny_regression(booster) -> None:
     after = booster.evaluate(x[2500:], y[2500:])["loss"]
     constant = float((y[2500:] - y[:2500].mean()).square().mean()) / 2
     assert after < 0.6 * before and after < 0.7 * constant, (before, after, constant)
+
+
+def assert_identical(a: Any, b: Any) -> None:
+    """``a`` and ``b`` (states, nested dicts and lists of tensors) equal bit for bit."""
+    assert type(a) is type(b)
+    if torch.is_tensor(a):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_identical(a[key], b[key])
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_identical(x, y)
+    else:
+        assert a == b

@@ -63,14 +63,15 @@ def test_round_ops_counts_a_round_by_function(monkeypatch):
     # after, 58 with the round transaction's one copy of the learners (any exception restores
     # them); the default schedule-free round adds its switch to the learning point and back
     # (one multi-tensor lerp each way) and checks 3-4 after the step in one pass (no bound
-    # proves a schedule-free step safe); 63 and 72 since the round's checks stay on the device
+    # proves a schedule-free step safe); 65 and 74 since the round's checks stay on the device
     # and are read in one host sync instead of five (issue 46: the features, labels, outputs,
     # gradients and step, each a sum or a norm added into one value; the gradient norms are
-    # kept per learner, 4 operations instead of one fused norm, so that the culprit can be
-    # named after schedule-free AdamW has rescaled the gradients in place)
-    assert first["fixed"] <= 63
+    # kept per learner, one norm per trailing dimension of each tensor instead of one fused
+    # norm, so that the culprit can be named after schedule-free AdamW has rescaled the
+    # gradients in place; same-process timing: no slower, 0.97-1.00x the round before)
+    assert first["fixed"] <= 65
     default = round_ops.report(2, adam=False)
-    assert default["fixed"] <= 72
+    assert default["fixed"] <= 74
     assert default["by_function"]["averaging._switch"] == 2
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from boost_helpers import linear_learners, regression_stream
+from boost_helpers import assert_identical, linear_learners, regression_stream
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -47,22 +47,6 @@ def assert_finite_state(booster: nn.Module) -> None:
     """Parameters, buffers and optimizer states all finite."""
     tensors = [t for t in _tensors(booster.state_dict()) if t.is_floating_point()]
     assert tensors and all(bool(torch.isfinite(t).all()) for t in tensors)
-
-
-def assert_identical(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if torch.is_tensor(a):
-        assert a.dtype == b.dtype and torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            assert_identical(a[key], b[key])
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_identical(x, y)
-    else:
-        assert a == b
 
 
 class Scaled(nn.Module):

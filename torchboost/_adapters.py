@@ -171,6 +171,14 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         kwargs["n_learners"] = n_learners
     if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:
         kwargs["targets"] = "newton"
+    if booster_kwargs is not None and not isinstance(booster_kwargs, dict):
+        raise ValueError(f"booster_kwargs must be a dict of the booster's keyword arguments, "
+                         f"got {booster_kwargs!r}")
+    owned = sorted(set(booster_kwargs or {}) & set(_ESTIMATOR_OWNED))
+    if owned:  # else get_params() would no longer describe the model
+        raise ValueError(f"booster_kwargs sets {owned}, which the estimator sets itself: pass "
+                         + ", ".join(f"{_ESTIMATOR_OWNED[k]}=..." for k in owned)
+                         + " to the estimator instead")
     kwargs.update(booster_kwargs or {})
     if (standardized_labels and issubclass(cls, OnlineLinearBooster)
             and kwargs.get("standardize") is False):
@@ -179,9 +187,6 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if learner is not None and not callable(learner):
         raise ValueError(f"learner must be a factory learner(n_features, n_outputs) -> "
                          f"nn.Module, got {learner!r}")
-    if booster_kwargs is not None and not isinstance(booster_kwargs, dict):
-        raise ValueError(f"booster_kwargs must be a dict of the booster's keyword arguments, "
-                         f"got {booster_kwargs!r}")
     if learning_rate is not None:  # merged into booster_kwargs' optimizer_kwargs, if any
         given = dict(kwargs.get("optimizer_kwargs") or {})
         if "lr" in given and given["lr"] != learning_rate:
@@ -204,6 +209,12 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         raise ValueError(f"the registry entry {booster!r} built a {type(built).__name__}, "
                          "not a Booster")
     return built.to(target)
+
+
+#: the boosters' arguments an estimator sets from its own parameters (named here)
+_ESTIMATOR_OWNED = {"chained": "chained", "n_learners": "n_learners",
+                    "optimizer": "optimizer", "lr_scheduler": "lr_schedule",
+                    "n_outputs": "the classes or labels", "n_threads": "n_threads"}
 
 
 def checked_device(device: Any) -> torch.device:

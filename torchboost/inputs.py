@@ -25,6 +25,12 @@ def check_features(x: Tensor, dtype: torch.dtype | None = None,
     (:mod:`~torchboost.deferred_checks`)."""
     if not torch.is_tensor(x):
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided or x.is_nested:
+        raise ValueError(f"{what} must be a dense tensor, got layout {x.layout}"
+                         f"{' (nested)' if x.is_nested else ''}: pass x.to_dense() (a "
+                         "nested batch: one padded tensor)")
+    if x.device.type == "meta":
+        raise ValueError(f"{what} are on the meta device (shapes only, no values)")
     if x.ndim < 2:
         raise ValueError(f"{what} must have shape (B, ...{what}), got {tuple(x.shape)}")
     if x.shape[0] == 0:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,7 +139,15 @@ def _rows(X: Any, features: list[Hashable] | None,
             if name in present:
                 matrix[:, j] = _finite_column(name, X[name].to_numpy(), limit)
         return names, matrix.tolist()
+    if isinstance(X, np.ndarray | torch.Tensor | str | bytes) or not isinstance(X, Iterable):
+        raise ValueError(f"X must be a pandas DataFrame or a sequence of dicts (feature name "
+                         f"-> value, river's rows), got {type(X).__name__}; for an array "
+                         "pass pandas.DataFrame(X), whose columns name the features")
     rows = list(X)
+    bad = next((i for i, x in enumerate(rows) if not isinstance(x, Mapping)), None)
+    if bad is not None:
+        raise ValueError(f"row {bad} of X is a {type(rows[bad]).__name__}, not a dict of "
+                         "feature name -> value (river's rows)")
     if not rows:
         return features or [], []
     names = features if features is not None else sorted(rows[0], key=str)

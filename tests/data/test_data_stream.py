@@ -231,6 +231,6 @@ def test_a_state_that_fails_half_way_changes_nothing() -> None:
     del state["m2"]  # read last
     fresh = DataStream(x, y, batch_size=8, standardize="running")
     before = (fresh.batches_consumed, fresh.n_seen)
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match=r"lacks \['m2'\]"):
         fresh.load_state_dict(state)
     assert (fresh.batches_consumed, fresh.n_seen) == before == (0, 0)

@@ -250,7 +250,8 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         count = self.n_threads
         if count == "auto":
             device = self.y0_fixed.device
-            key = (x.shape[0] if torch.is_tensor(x) and x.ndim > 0 else 1, device.type)
+            dense = torch.is_tensor(x) and not x.is_nested and x.layout == torch.strided
+            key = (x.shape[0] if dense and x.ndim > 0 else 1, device.type)  # others: refused
             choices = vars(self).get("_auto_threads")
             if choices is None or len(choices) > 64:  # the learners' shapes are fixed once built
                 choices = {}
@@ -342,9 +343,10 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                 round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
                 checks.settle()  # every check of the round so far, read once
             self.after_step(plan.h, plan.partials, z)
-            self.learners.step_schedules(plan.index)
-            if self.stall is not None:  # a warning made an error (-W error) rolls back too
-                with self.stall.all_or_nothing():
+            # the monitor's plain state is put back if its warning (made an error) or anything
+            # after it raises; the schedules step last, their state being plain Python too
+            with (self.stall.all_or_nothing() if self.stall is not None else nullcontext()):
+                if self.stall is not None:
                     symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
                                                  self.sync, self._round_size,
                                                  self.learners.parameters)
@@ -352,12 +354,13 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                         # steps and the batch, so it is built only for the warning itself
                         self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
                                         self._stall_remedy())
-            # before the commits: the map reads the label statistics of the earlier batches
-            prediction = (plan.prediction if self.standardizer is None
-                          else to_user_units(plan.prediction))
-            self._record_round(x, plan.h, plan.targets, z, first=plan.first,
-                               weights=plan.weights)
-        self._set_plain(_round_labels=labels)
+                # before the commits: the map reads the label statistics of the earlier batches
+                prediction = (plan.prediction if self.standardizer is None
+                              else to_user_units(plan.prediction))
+                counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
+                                              weights=plan.weights)
+                self.learners.step_schedules(plan.index)
+            self._set_plain(**counters, _round_labels=labels)  # plain Python: last of all
         return prediction
 
     def stepping_learner(self) -> int | None:
@@ -387,11 +390,13 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         return y0.expand(x.shape[0], self.out_dim)
 
     def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
-                      first: int = 0, weights: Tensor | None = None) -> None:
+                      first: int = 0, weights: Tensor | None = None) -> dict[str, Any]:
         """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``
-        (``weights``: those of the learners' losses, for the edges). When distributed, the batch
-        sums are all-reduced (one call) and the counters advance by the global batch, so every
-        rank holds the single-process state."""
+        (``weights``: those of the learners' losses, for the edges): the buffers' sums, and the
+        round's counters and fit returned, for the round to set last (plain attributes, which
+        its transaction does not restore). When distributed, the batch sums are all-reduced
+        (one call) and the counters advance by the global batch, so every rank holds the
+        single-process state."""
         batch = x.shape[0] if self.sync is None else self._round_size
         with torch.no_grad():
             residual = targets - h
@@ -418,11 +423,11 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                 self.target_sq_sum[span].add_(target_sq_sum)
             if self.y0_mode == "mean":
                 self.label_statistic_sum.add_(sums[3])
-        self._set_plain(_round_fit=(norm_sum, residual_sq, batch),
-                        compute_units=self.compute_units + batch * self.units_per_round_example(),
-                        samples_seen=self.samples_seen + batch, rounds=self.rounds + 1)
-        if self.input_shape is None:
-            self.input_shape = tuple(x.shape[1:])
+        return {"_round_fit": (norm_sum, residual_sq, batch),
+                "compute_units": self.compute_units + batch * self.units_per_round_example(),
+                "samples_seen": self.samples_seen + batch, "rounds": self.rounds + 1,
+                "input_shape": tuple(x.shape[1:]) if self.input_shape is None
+                else self.input_shape}
 
     def _set_plain(self, **values: Any) -> None:
         """Set plain attributes (never a parameter, buffer or submodule name: the round's

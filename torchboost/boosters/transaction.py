@@ -49,6 +49,7 @@ unpickled booster walks its own tree.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, ValuesView
 from contextlib import contextmanager
 from itertools import chain
@@ -176,7 +177,8 @@ class LearnerSnapshot:
         """Copy the state of every optimizer of ``learners`` (or of learner ``index``'s alone)
         and of the parameters it steps."""
         optimizers = learners.stepped_optimizers(index)
-        states = [{p: dict(entry) for p, entry in opt.state.items()} for opt in optimizers]
+        states = [{p: _entry_copy(entry) for p, entry in opt.state.items()}
+                  for opt in optimizers]
         groups = [[{k: v for k, v in group.items() if k != "params"}
                    for group in opt.param_groups] for opt in optimizers]
         tensors = [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
@@ -199,9 +201,21 @@ class LearnerSnapshot:
             torch._foreach_copy_(tensors, copies)
         for opt, state, settings in zip(optimizers, states, groups, strict=True):
             opt.state.clear()
-            opt.state.update({p: dict(entry) for p, entry in state.items()})
+            opt.state.update({p: _entry_copy(entry) for p, entry in state.items()})
             for group, saved_group in zip(opt.param_groups, settings, strict=True):
                 group.update(saved_group)
+
+
+def _entry_copy(entry: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state entry's copy: its tensors as they are (copied into kept tensors
+    apart), numbers and strings as they are, anything else (a custom optimizer's list of past
+    values, say) deep-copied, so that a failed round's change to it is not kept."""
+    return {k: v if torch.is_tensor(v) or isinstance(v, _IMMUTABLE) else copy.deepcopy(v)
+            for k, v in entry.items()}
+
+
+#: values an optimizer step cannot change in place
+_IMMUTABLE = (int, float, bool, str, bytes, type(None), tuple)
 
 
 class RoundTransaction:

@@ -19,7 +19,7 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import torch
@@ -88,6 +88,12 @@ class DataStream:
         drop_last: bool = False,
     ) -> None:
         x, y = _tensor("x", x), _tensor("y", y)
+        for name, values in (("x", x), ("y", y)):
+            if values.is_complex() or values.device.type == "meta":
+                raise ValueError(f"{name} must hold real numbers on a real device, got "
+                                 f"{values.dtype} on {values.device}")
+        if not x.is_floating_point():  # integer or bool features: the learners need floats
+            x = x.to(torch.get_default_dtype())
         if x.ndim < 2:
             raise ValueError(f"x must have shape (n, d) or (n, ...), got {tuple(x.shape)}")
         n = x.shape[0]
@@ -99,6 +105,8 @@ class DataStream:
             raise ValueError(f"x and y must be on one device, got {x.device} and {y.device}")
         batch_size, warmup = positive_int("batch_size", batch_size), positive_int("warmup", warmup)
         seed, start_batch = integer("seed", seed), integer("start_batch", start_batch, 0)
+        if not -(2**63) <= seed < 2**64:  # what torch.Generator.manual_seed takes
+            raise ValueError(f"seed must lie in [-2**63, 2**64), got {seed}")
         shuffle, drop_last = flag("shuffle", shuffle), flag("drop_last", drop_last)
         if standardize not in ("auto", "warmup", "running", None):
             raise ValueError(
@@ -106,8 +114,6 @@ class DataStream:
             )
         if standardize == "auto":
             standardize = "warmup" if x.ndim == 2 else None
-        if standardize is not None and not x.is_floating_point():
-            raise TypeError(f"standardize={standardize!r} needs floating-point x, got {x.dtype}")
         n_batches = n // batch_size if drop_last else math.ceil(n / batch_size)
         if n_batches == 0:
             raise ValueError(
@@ -272,7 +278,8 @@ class DataStream:
 
         With ``"running"`` this means the batches consumed so far (identity before the first
         one); call it after the pass for full-training-stream statistics. The result keeps
-        ``x``'s dtype. Without standardisation ``x`` is returned unchanged.
+        ``x``'s dtype (integer features come back in torch's default floating dtype). Without
+        standardisation ``x`` is returned unchanged.
         """
         if self.standardize is None:
             return x
@@ -283,7 +290,8 @@ class DataStream:
         std = (self._m2 / max(self._count, 1)).sqrt()
         scale = torch.where(std > STD_FLOOR, std, torch.ones_like(std))
         mean, scale = self._mean.to(x.device), scale.to(x.device)
-        return ((x.to(torch.float64) - mean) / scale).to(x.dtype)
+        dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        return ((x.to(torch.float64) - mean) / scale).to(dtype)
 
     # ----------------------------------------------------------------- checkpointing
     def _config(self) -> dict[str, Any]:
@@ -313,14 +321,23 @@ class DataStream:
         Raises ``ValueError`` if this stream was built with a different size, batch size, seed,
         shuffling, standardisation or warm-up (its batches would not be the same).
         """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"a stream state is a mapping (from state_dict()), got "
+                             f"{type(state).__name__}")
+        missing = [k for k in ("config", "batches_consumed", "count", "mean", "m2")
+                   if k not in state]
+        if missing:
+            raise ValueError(f"stream state lacks {missing} (nothing was loaded)")
         config = self._config()
-        if state["config"] != config:
-            differing = sorted(k for k in config if state["config"].get(k) != config[k])
+        if not isinstance(state["config"], Mapping) or state["config"] != config:
+            saved = state["config"] if isinstance(state["config"], Mapping) else {}
+            differing = sorted(k for k in config if saved.get(k) != config[k])
             raise ValueError(f"stream state does not match this stream: {differing} differ")
-        # read everything first: a state that fails half-way changes nothing
-        consumed, count = int(state["batches_consumed"]), int(state["count"])
-        mean = state["mean"].to(device=self.x.device, dtype=torch.float64)
-        m2 = state["m2"].to(device=self.x.device, dtype=torch.float64)
+        # read and check everything first: a state that fails half-way changes nothing
+        consumed = _whole("batches_consumed", state["batches_consumed"], 0, self._n_batches)
+        count = _whole("count", state["count"], 0, None)
+        mean, m2 = (_statistic(name, state[name], self._mean, self.x.device)
+                    for name in ("mean", "m2"))
         self._consumed, self._count, self._mean, self._m2 = consumed, count, mean, m2
         self._pass_ended = False
 
@@ -359,3 +376,27 @@ def _tensor(name: str, values: Any) -> Tensor:
     except (TypeError, ValueError, RuntimeError) as error:
         raise ValueError(f"{name} must be a tensor (or a numpy array or a sequence of numbers "
                          f"torch.as_tensor reads), got {type(values).__name__}: {error}") from None
+
+
+def _whole(name: str, value: Any, low: int, high: int | None) -> int:
+    """``value`` as a whole number in ``[low, high]``, or a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | Tensor) or (
+            torch.is_tensor(value) and (value.numel() != 1 or value.is_floating_point())):
+        raise ValueError(f"stream state: {name} must be a whole number, got {value!r} "
+                         "(nothing was loaded)")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"stream state: {name}={value} is not in {bound} for this stream "
+                         "(nothing was loaded)")
+    return value
+
+
+def _statistic(name: str, value: Any, current: Tensor, device: torch.device) -> Tensor:
+    """A saved running statistic as float64 on ``device``, of ``current``'s shape."""
+    if not torch.is_tensor(value) or value.shape != current.shape:
+        got = tuple(value.shape) if torch.is_tensor(value) else type(value).__name__
+        raise ValueError(f"stream state: {name} must be a tensor of shape "
+                         f"{tuple(current.shape)} (one entry per feature), got {got} "
+                         "(nothing was loaded)")
+    return value.to(device=device, dtype=torch.float64)

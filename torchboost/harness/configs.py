@@ -29,7 +29,7 @@ from torchboost import data
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, ResidualNet, TwoLayerNet
 from torchboost.learners.chained import chainable
-from torchboost.params import flag, positive_float, positive_int
+from torchboost.params import flag, integer, positive_float, positive_int
 from torchboost.registries import add
 
 __all__ = ["DATASETS", "OPTIMIZERS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
@@ -262,6 +262,11 @@ class ExperimentConfig:
                              f"{self.rounds_per_step!r}")
         positive_int("seeds", self.seeds)
         positive_int("deep_depth", self.deep_depth)
+        integer("seed", self.seed, 0)
+        if self.max_train is not None:
+            positive_int("max_train", self.max_train)
+        flag("one_pass", self.one_pass)
+        flag("fixed_budget", self.fixed_budget)
         if isinstance(self.grid_extensions, bool) or not isinstance(self.grid_extensions, int) \
                 or self.grid_extensions < 0:
             raise ValueError(f"grid_extensions must be an integer >= 0, got "

@@ -109,6 +109,7 @@ class OptimizerSpec:
         if not (math.isfinite(self.output_scale) and 0 < self.output_scale <= 1):
             raise ValueError(f"the output layer's rate scale must be in (0, 1], got "
                              f"{self.output_scale!r}")
+        _try_step(self.cls, self.kwargs)
 
     @property
     def stacks(self) -> bool:
@@ -166,6 +167,38 @@ class OptimizerSpec:
             else:
                 groups.append({"params": [param], "scale": scale})
         return [{"params": g["params"], "lr": lr * g["scale"]} for g in groups]
+
+
+def _try_step(cls: type[torch.optim.Optimizer], kwargs: dict[str, Any]) -> None:
+    """Build ``cls(**kwargs)`` over a throwaway parameter and take one step (switching a
+    schedule-free optimizer to its learning point and back, as a round does), so that options
+    of the wrong type or value (``warmup_steps='10'``, ``eps=None``, ``fused=True`` with
+    ``foreach=True``, ``amsgrad='no'``, an optimizer that takes no dense gradients) are a
+    ``ValueError`` naming them here, not an error from every ``learn()``."""
+    defaults = inspect.signature(cls.__init__).parameters
+    for name, value in kwargs.items():
+        default = defaults[name].default if name in defaults else None
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ValueError(f"{cls.__name__}'s {name} is a flag: pass True or False, got "
+                             f"{value!r}")
+    # float64: an extreme but valid setting (Adam at lr=1e38) must reach the round's guards
+    param = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    param.grad = torch.ones(2, dtype=torch.float64)
+    try:
+        optimizer = cls([param], **kwargs)
+        switch = "train_mode" in optimizer.defaults and callable(getattr(optimizer, "eval", None))
+        if switch:
+            optimizer.train()  # type: ignore[attr-defined]
+        optimizer.step()
+        if switch:
+            optimizer.eval()  # type: ignore[attr-defined]
+    except ZeroDivisionError as error:
+        raise ValueError(f"{cls.__name__} cannot take optimizer_kwargs={kwargs!r}: a "
+                         "schedule-free optimizer's averaging divides by betas[0] (moving "
+                         "between its two points), so betas[0] must be > 0") from error
+    except Exception as error:  # any failure of the optimizer's own code
+        raise ValueError(f"{cls.__name__} cannot be built or stepped with optimizer_kwargs="
+                         f"{kwargs!r}: {type(error).__name__}: {error}") from error
 
 
 def output_layer_size(names: list[str]) -> int:

@@ -187,8 +187,8 @@ class WeakLearners(StackingProbe, nn.Module):
             modules += list(template[0].modules())
         modes = [m.training for m in modules]
         engine = self.engine
-        self.eval()
-        try:
+        try:  # eval() inside: an interrupt during it still restores every module's mode
+            self.eval()
             yield
         finally:
             for module, mode in zip(modules, modes, strict=True):
