@@ -207,8 +207,8 @@ def test_validation_and_nan_passthrough() -> None:
         DataStream(torch.zeros(5, 2), torch.zeros(5), batch_size=2, start_batch=4)
     with pytest.raises(ValueError, match="standardize"):
         DataStream(torch.zeros(5, 2), torch.zeros(5), standardize="minmax")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="floating"):
-        DataStream(torch.zeros(5, 2, dtype=torch.int64), torch.zeros(5))
+    # integer features stream as floats (issue 47: a TypeError before), standardised as given
+    assert DataStream(torch.zeros(5, 2, dtype=torch.int64), torch.zeros(5)).x.is_floating_point()
     x = torch.ones(6, 2)
     x[3, 1] = float("nan")
     batches = collect(DataStream(x, torch.arange(6), batch_size=4, standardize="running"))
