@@ -257,8 +257,9 @@ def test_greedy_learners_descend_the_loss_at_their_offsets(cls, loss):
 
 
 def test_stagewise_gb_trains_one_stage_at_a_time_without_caching():
+    # the paper's rule as it is: one repeated label bounds nothing (bound_predictions=False)
     booster = StagewiseGB(linear_learners([[0.4], [2.0]]), "squared",
-                          standardize=False, step=0.5, **SGD)
+                          standardize=False, step=0.5, bound_predictions=False, **SGD)
     x, z = torch.tensor([[1.0]]), torch.tensor([1.0])
     assert booster.learn(x, z).item() == pytest.approx(-0.2)  # y1 = 0 - .5*.4
     assert scalar_weights(booster) == pytest.approx([0.4 + 0.2 * (-1.0 - 0.4), 2.0])

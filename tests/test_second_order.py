@@ -129,8 +129,8 @@ def test_squared_loss_newton_targets_equal_gradient_targets():
 def test_learned_step_adam_on_log_step_by_hand():
     # one frozen learner (lr 0): h = 1 on x = 1; squared loss, z = 3, η starts at ¼ (1/(4β)).
     # ℓ(y1) = ½(y0 − η h − z)², ∂ℓ/∂η = −(y1 − z)·h = η + 3; in log space η(η + 3).
-    booster = SGB(linear_learners([[1.0]]), "squared",
-                  standardize=False, step="learned", step_lr=0.1,
+    booster = SGB(linear_learners([[1.0]]), "squared",  # the rule as it is: unbounded
+                  standardize=False, step="learned", step_lr=0.1, bound_predictions=False,
                   optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.0})
     assert booster.step == 0.25
     x, z = torch.tensor([[1.0]]), torch.tensor([3.0])

@@ -40,6 +40,7 @@ Examples:
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Literal
 
 import torch
@@ -113,17 +114,21 @@ class _ChainedLearners(_LoopLearners):
 
 class BoosterInference(nn.Module):
     """``predict`` of a trained booster as plain torch (module docstring): standardise, run the
-    learners, combine ``y^0 + Σ w_i h_i``, map back to the user's units, and optionally turn
-    the scores into probabilities or labels."""
+    learners, combine ``y^0 + Σ w_i h_i``, map back to the user's units, clip to the booster's
+    prediction bounds (``bound_predictions``; ±inf: none), and optionally turn the scores into
+    probabilities or labels."""
 
     def __init__(self, learners: nn.Module, weights: Tensor, y0: Tensor, in_mean: Tensor,
                  in_scale: Tensor, out_mean: Tensor, out_scale: Tensor,
-                 output: Output = "scores", loss: str = "squared") -> None:
+                 output: Output = "scores", loss: str = "squared",
+                 low: Tensor | None = None, high: Tensor | None = None) -> None:
         super().__init__()
         self.learners = learners
+        inf = torch.full_like(out_mean, math.inf)
         for name, value in (("weights", weights), ("y0", y0), ("in_mean", in_mean),
                             ("in_scale", in_scale), ("out_mean", out_mean),
-                            ("out_scale", out_scale)):
+                            ("out_scale", out_scale), ("low", -inf if low is None else low),
+                            ("high", inf if high is None else high)):
             self.register_buffer(name, value.detach().clone())
         self.output, self.loss = output, loss
 
@@ -132,7 +137,7 @@ class BoosterInference(nn.Module):
         if h.ndim == 2:  # learners that return (B,): one output
             h = h.unsqueeze(-1)
         scores = self.y0 + torch.einsum("k,kbm->bm", self.weights, h)
-        scores = scores * self.out_scale + self.out_mean
+        scores = (scores * self.out_scale + self.out_mean).clamp(self.low, self.high)
         if self.output == "scores":
             return scores
         if self.output == "label":
@@ -200,9 +205,15 @@ def export_booster(booster: Any, n_learners: int | None = None, output: Output =
     if inputs is not None:  # ((x − m₁)/s₁ − m₂)/s₂ = (x − (m₁ + s₁ m₂)) / (s₁ s₂)
         mean, scale = (torch.as_tensor(t, dtype=dtype, device=device) for t in inputs)
         in_mean, in_scale = mean + scale * in_mean, scale * in_scale
+    low = high = None  # the booster's bounds (bound_predictions), in its user's units
+    if booster.bound_predictions and not booster.loss.is_classifier:
+        low, high = (v.to(dtype) for v in booster.prediction_bounds())
     if outputs is not None:  # (y s_b + m_b) s + m
         mean, scale = (torch.as_tensor(t, dtype=dtype, device=device) for t in outputs)
         out_mean, out_scale = out_mean * scale + mean, out_scale * scale
+        if low is not None:  # the same affine map, increasing (scale > 0)
+            low, high = low * scale + mean, high * scale + mean
     # in eval mode whatever the booster's mode (Dropout off, BatchNorm on its statistics)
     return BoosterInference(learners, weights.to(dtype), y0.to(dtype), in_mean, in_scale,
-                            out_mean, out_scale, output, booster.loss.name).to(device).eval()
+                            out_mean, out_scale, output, booster.loss.name, low,
+                            high).to(device).eval()

@@ -24,6 +24,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -52,7 +53,11 @@ from torchboost.params import flag, positive_float, positive_int
 from torchboost.scalars import scalar
 from torchboost.threads import auto_threads, check_threads, chosen, threads
 
-__all__ = ["Y0", "Booster", "Round"]
+__all__ = ["BOUND_MARGIN", "Y0", "Booster", "Round"]
+
+#: how far beyond the labels seen (a fraction of their range, on each side) a regression
+#: booster's predictions may go (``bound_predictions``)
+BOUND_MARGIN = 0.1
 
 #: Initial prediction ``y^0``: a number, a tensor of shape ``(m,)``, or ``"mean"`` for the best
 #: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
@@ -120,6 +125,12 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             MNIST took 16× longer under torch's default threads on a busy 2-core machine),
             torch's setting above it and on a GPU; an int; ``None`` leaves torch's setting
             alone. Inside an estimator's or a Lightning fit, their ``n_threads`` applies.
+        bound_predictions: a regression booster's predictions (``predict``, anytime, the one
+            ``learn`` returns, ``export``) stay within the range of the labels seen so far,
+            widened by :data:`BOUND_MARGIN` of it on each side, output by output (default on;
+            ``False``: as computed). Trees never leave that range; a network can, far, on rows
+            unlike any seen. Training is unchanged: the learners' targets and partial sums are
+            not clipped.
     """
 
     def __init__(
@@ -141,6 +152,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         standardize: bool = True,
         chained: bool = False,
         n_threads: int | str | None = "auto",
+        bound_predictions: bool = True,
     ) -> None:
         super().__init__()
         #: torch's intra-op threads in :meth:`learn`, :meth:`predict`, :meth:`evaluate` and
@@ -180,6 +192,14 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         self.register_buffer("label_statistic_sum", torch.zeros(self.out_dim, dtype=torch.float64))
         self.register_buffer("residual_sq_sum", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("target_sq_sum", torch.zeros(n, dtype=torch.float64))
+        #: the smallest and largest label seen, output by output, in the user's units (read
+        #: once a round has seen labels, :meth:`prediction_bounds`)
+        self.register_buffer("label_low", torch.zeros(self.out_dim, dtype=torch.float64))
+        self.register_buffer("label_high", torch.zeros(self.out_dim, dtype=torch.float64))
+        self.bound_predictions = flag("bound_predictions", bound_predictions)
+        #: whether the label range covers every label seen (a state saved before the range was
+        #: kept has none: its predictions stay unbounded)
+        self.label_range_kept = True
         #: training compute so far, in weak-learner predictions (update = 2), exact integer
         self.compute_units = 0
         #: examples and rounds (``learn`` calls) seen so far
@@ -355,13 +375,56 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
                         self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
                                         self._stall_remedy())
                 # before the commits: the map reads the label statistics of the earlier batches
-                prediction = (plan.prediction if self.standardizer is None
-                              else to_user_units(plan.prediction))
+                prediction = self.bounded(plan.prediction if self.standardizer is None
+                                          else to_user_units(plan.prediction))
                 counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
                                               weights=plan.weights)
+                self._record_label_range(labels)
                 self.learners.step_schedules(plan.index)
             self._set_plain(**counters, _round_labels=labels)  # plain Python: last of all
         return prediction
+
+    def bounded(self, prediction: Tensor) -> Tensor:
+        """``prediction (B, m)`` in the user's units, clipped to :meth:`prediction_bounds` (as it
+        is where there are none)."""
+        if not self.bounds_predictions():
+            return prediction
+        low, high = self.prediction_bounds()
+        return prediction.clamp(low.to(prediction.dtype), high.to(prediction.dtype))
+
+    def bounds_predictions(self) -> bool:
+        """Whether predictions are clipped now: ``bound_predictions`` on a regression loss,
+        once a round has seen labels (and the range covers all of them)."""
+        return (self.bound_predictions and not self.loss.is_classifier
+                and self.label_range_kept and self.samples_seen > 0)
+
+    def prediction_bounds(self) -> tuple[Tensor, Tensor]:
+        """The range predictions are clipped to, ``(m,)`` each: the labels seen so far widened
+        by :data:`BOUND_MARGIN` of their range on each side (±inf where
+        :meth:`bounds_predictions` says there are none)."""
+        if not self.bounds_predictions():
+            inf = torch.full_like(self.label_low, math.inf)
+            return -inf, inf
+        margin = (self.label_high - self.label_low) * BOUND_MARGIN
+        return self.label_low - margin, self.label_high + margin
+
+    def _record_label_range(self, labels: Tensor) -> None:
+        """Widen the range of labels seen by a regression round's ``labels (B, m)``, in the
+        user's units (over every replica's shard when distributed)."""
+        if self.loss.is_classifier:
+            return
+        with torch.no_grad():
+            low, high = torch.aminmax(labels.to(torch.float64), dim=0)
+            if self.sync is not None:  # one slot per replica, summed: every rank sees all
+                slots = low.new_zeros(self.sync.world_size, 2, low.shape[0])
+                slots[self.sync.rank, 0], slots[self.sync.rank, 1] = low, high
+                self.sync.sum_([slots])
+                low, high = slots[:, 0].amin(0), slots[:, 1].amax(0)
+            if self.samples_seen == 0:  # the first labels: the range itself
+                self.label_low.copy_(low), self.label_high.copy_(high)
+            else:
+                torch.minimum(self.label_low, low, out=self.label_low)
+                torch.maximum(self.label_high, high, out=self.label_high)
 
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``

@@ -25,9 +25,10 @@ class Prediction:
 
     @torch.no_grad()
     def predict(self, x: Tensor, n_learners: int | None = None) -> Tensor:
-        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction).
-        The learners run in ``eval()`` mode (Dropout off, BatchNorm on its running statistics),
-        and each gets its previous mode back afterwards."""
+        """Prediction ``(B, m)`` using the first ``n_learners`` learners (anytime prediction),
+        a regression booster's within the labels seen (``bound_predictions``). The learners run
+        in ``eval()`` mode (Dropout off, BatchNorm on its running statistics), and each gets its
+        previous mode back afterwards."""
         with self.running(x):
             return self._predict(x, n_learners)
 
@@ -38,7 +39,8 @@ class Prediction:
         with self.learners.evaluating():
             h = self._learner_outputs(x, n_learners)
         scores = self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
-        return scores if self.standardizer is None else self.standardizer.outputs(scores)
+        return self.bounded(scores if self.standardizer is None
+                            else self.standardizer.outputs(scores))
 
     def prediction_scores(self, partials: Tensor) -> Tensor:
         """:meth:`predict`'s scores from the partial sums (default :meth:`combine`); changes no

@@ -64,6 +64,11 @@ class ResidualSGB(Booster):
         self.domain = domain
         self.schedule_lambda = lam if step is None else None
 
+    def bounds_predictions(self) -> bool:
+        """With a domain ``Y`` the predictions stay in it (Alg. 2's projections), which the
+        label range's clip could leave: then the domain bounds them alone."""
+        return self.domain is None and super().bounds_predictions()
+
     def partial_sums(self, h: Tensor, y0: Tensor) -> Tensor:
         """Alg. 2 line 6, sequentially: ``y^i = Π_Y(y^{i−1} − η_i h_i)``."""
         project = self.domain if self.domain is not None else (lambda y: y)

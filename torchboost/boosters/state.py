@@ -167,6 +167,10 @@ class BoosterState(AtomicLoad):
                 and features + "mean" in state_dict and features + "off_01" not in state_dict):
             # saved before indicator columns were tracked: every feature was standardised
             state_dict[features + "off_01"] = torch.ones_like(state_dict[features + "mean"])
+        if isinstance(extra, dict) and "label_range" not in extra:
+            # saved before the label range was kept: none (its predictions stay unbounded)
+            for name in ("label_low", "label_high"):
+                state_dict.setdefault(prefix + name, torch.zeros_like(getattr(self, name)))
         stall = prefix + "stall."
         if self.stall is not None and not any(key.startswith(stall) for key in state_dict):
             # saved without a monitor: it starts afresh (its sums are not the model's)
@@ -179,12 +183,14 @@ class BoosterState(AtomicLoad):
 
     def get_extra_state(self) -> dict[str, Any]:
         # "indicators": the features' statistics track 0/1 columns (states saved before lack it)
+        # "label_range": whether the label range covers every label (states saved before lack it)
         return {"input_shape": self.input_shape, "config": self.config(), "indicators": True,
-                **counters(self)}
+                "label_range": self.label_range_kept, **counters(self)}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         shape = state["input_shape"]
         self.input_shape = tuple(shape) if shape is not None else None
+        self.label_range_kept = bool(state.get("label_range", False))
         load_counters(self, state)
 
 
