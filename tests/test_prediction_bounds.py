@@ -11,7 +11,7 @@ import torch
 from boost_helpers import assert_identical
 
 from torchboost import SGB, SingleLearner, TwoLayerNet
-from torchboost.boosters.base import BOUND_MARGIN
+from torchboost.boosters.bounds import BOUND_MARGIN
 
 
 def _relu_booster(**kwargs) -> SGB:

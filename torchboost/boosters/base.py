@@ -24,7 +24,6 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.bounds import PredictionBounds
 from torchboost.boosters.data_parallel import DataParallel
 from torchboost.boosters.default_lr import with_default_lr
 from torchboost.boosters.diagnostics import BoosterDiagnostics
@@ -41,6 +41,7 @@ from torchboost.boosters.prediction import Prediction
 from torchboost.boosters.scaling import Standardizer
 from torchboost.boosters.stall import DEFAULT_WINDOW, StallMonitor
 from torchboost.boosters.state import BoosterState
+from torchboost.boosters.threading import ThreadChoice
 from torchboost.boosters.transaction import RoundTransaction
 from torchboost.deferred_checks import DeferredChecks, deferring
 from torchboost.distributed import Synchronizer
@@ -51,13 +52,9 @@ from torchboost.learners.schedules import LRSchedulerFactory
 from torchboost.losses import Loss, get_loss
 from torchboost.params import flag, positive_float, positive_int
 from torchboost.scalars import scalar
-from torchboost.threads import auto_threads, check_threads, chosen, threads
+from torchboost.threads import check_threads
 
-__all__ = ["BOUND_MARGIN", "Y0", "Booster", "Round"]
-
-#: how far beyond the labels seen (a fraction of their range, on each side) a regression
-#: booster's predictions may go (``bound_predictions``)
-BOUND_MARGIN = 0.1
+__all__ = ["Y0", "Booster", "Round"]
 
 #: Initial prediction ``y^0``: a number, a tensor of shape ``(m,)``, or ``"mean"`` for the best
 #: constant given the running mean of the labels seen so far (e.g. the label mean for squared loss,
@@ -88,7 +85,8 @@ class Round:
     index: int | None = None
 
 
-class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Module, ABC):
+class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, BoosterState,
+              DataParallel, nn.Module, ABC):
     """Base class of the streaming boosters (see the module docstring for the cycle).
 
     Args:
@@ -127,10 +125,10 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             alone. Inside an estimator's or a Lightning fit, their ``n_threads`` applies.
         bound_predictions: a regression booster's predictions (``predict``, anytime, the one
             ``learn`` returns, ``export``) stay within the range of the labels seen so far,
-            widened by :data:`BOUND_MARGIN` of it on each side, output by output (default on;
-            ``False``: as computed). Trees never leave that range; a network can, far, on rows
-            unlike any seen. Training is unchanged: the learners' targets and partial sums are
-            not clipped.
+            widened by :data:`~torchboost.boosters.bounds.BOUND_MARGIN` of it on each side,
+            output by output (default on; ``False``: as computed). Trees never leave that
+            range; a network can, far, on rows unlike any seen. Training is unchanged: the
+            learners' targets and partial sums are not clipped (:mod:`.bounds`).
     """
 
     def __init__(
@@ -155,9 +153,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         bound_predictions: bool = True,
     ) -> None:
         super().__init__()
-        #: torch's intra-op threads in :meth:`learn`, :meth:`predict`, :meth:`evaluate` and
-        #: :meth:`export` (restored after); see :meth:`running`
-        self.n_threads = check_threads(n_threads)
+        self.n_threads = check_threads(n_threads)  # :class:`~.threading.ThreadChoice`
         if n_learners is not None:
             n_learners = positive_int("n_learners", n_learners)
         if stall_window is not None:
@@ -192,14 +188,7 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         self.register_buffer("label_statistic_sum", torch.zeros(self.out_dim, dtype=torch.float64))
         self.register_buffer("residual_sq_sum", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("target_sq_sum", torch.zeros(n, dtype=torch.float64))
-        #: the smallest and largest label seen, output by output, in the user's units (read
-        #: once a round has seen labels, :meth:`prediction_bounds`)
-        self.register_buffer("label_low", torch.zeros(self.out_dim, dtype=torch.float64))
-        self.register_buffer("label_high", torch.zeros(self.out_dim, dtype=torch.float64))
-        self.bound_predictions = flag("bound_predictions", bound_predictions)
-        #: whether the label range covers every label seen (a state saved before the range was
-        #: kept has none: its predictions stay unbounded)
-        self.label_range_kept = True
+        self._init_bounds(self.out_dim, bound_predictions)
         #: training compute so far, in weak-learner predictions (update = 2), exact integer
         self.compute_units = 0
         #: examples and rounds (``learn`` calls) seen so far
@@ -260,27 +249,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         ONNX."""
         with self.running():
             return export_booster(self, n_learners, output)
-
-    def running(self, x: Any = None) -> Any:
-        """The context of one call on the batch ``x`` (``None``: one row): torch's threads as
-        :attr:`n_threads` says (``"auto"``: :func:`~torchboost.threads.auto_threads` of the rows
-        times the parameters), unless an enclosing call of the library chose them already."""
-        if chosen() or self.n_threads is None:
-            return _NO_CHANGE
-        count = self.n_threads
-        if count == "auto":
-            device = self.y0_fixed.device
-            dense = torch.is_tensor(x) and not x.is_nested and x.layout == torch.strided
-            key = (x.shape[0] if dense and x.ndim > 0 else 1, device.type)  # others: refused
-            choices = vars(self).get("_auto_threads")
-            if choices is None or len(choices) > 64:  # the learners' shapes are fixed once built
-                choices = {}
-                self._set_plain(_auto_threads=choices)
-            count = choices.get(key, _UNSET)
-            if count is _UNSET:
-                size = sum(p.numel() for p in self.parameters())
-                count = choices[key] = auto_threads(device, key[0] * size)
-        return threads(count)
 
     # --- the algorithm-specific pieces -------------------------------------------------------
     @abstractmethod
@@ -384,48 +352,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
             self._set_plain(**counters, _round_labels=labels)  # plain Python: last of all
         return prediction
 
-    def bounded(self, prediction: Tensor) -> Tensor:
-        """``prediction (B, m)`` in the user's units, clipped to :meth:`prediction_bounds` (as it
-        is where there are none)."""
-        if not self.bounds_predictions():
-            return prediction
-        low, high = self.prediction_bounds()
-        return prediction.clamp(low.to(prediction.dtype), high.to(prediction.dtype))
-
-    def bounds_predictions(self) -> bool:
-        """Whether predictions are clipped now: ``bound_predictions`` on a regression loss,
-        once a round has seen labels (and the range covers all of them)."""
-        return (self.bound_predictions and not self.loss.is_classifier
-                and self.label_range_kept and self.samples_seen > 0)
-
-    def prediction_bounds(self) -> tuple[Tensor, Tensor]:
-        """The range predictions are clipped to, ``(m,)`` each: the labels seen so far widened
-        by :data:`BOUND_MARGIN` of their range on each side (±inf where
-        :meth:`bounds_predictions` says there are none)."""
-        if not self.bounds_predictions():
-            inf = torch.full_like(self.label_low, math.inf)
-            return -inf, inf
-        margin = (self.label_high - self.label_low) * BOUND_MARGIN
-        return self.label_low - margin, self.label_high + margin
-
-    def _record_label_range(self, labels: Tensor) -> None:
-        """Widen the range of labels seen by a regression round's ``labels (B, m)``, in the
-        user's units (over every replica's shard when distributed)."""
-        if self.loss.is_classifier:
-            return
-        with torch.no_grad():
-            low, high = torch.aminmax(labels.to(torch.float64), dim=0)
-            if self.sync is not None:  # one slot per replica, summed: every rank sees all
-                slots = low.new_zeros(self.sync.world_size, 2, low.shape[0])
-                slots[self.sync.rank, 0], slots[self.sync.rank, 1] = low, high
-                self.sync.sum_([slots])
-                low, high = slots[:, 0].amin(0), slots[:, 1].amax(0)
-            if self.samples_seen == 0:  # the first labels: the range itself
-                self.label_low.copy_(low), self.label_high.copy_(high)
-            else:
-                torch.minimum(self.label_low, low, out=self.label_low)
-                torch.maximum(self.label_high, high, out=self.label_high)
-
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``
         (default) for all of them: those run at their learning point during the round."""
@@ -498,12 +424,6 @@ class Booster(Prediction, BoosterDiagnostics, BoosterState, DataParallel, nn.Mod
         each name up in its parameters, buffers and submodules (about 1 µs a name; several
         names every round)."""
         vars(self).update(values)
-
-
-#: :meth:`Booster.running` with nothing to change
-_NO_CHANGE = nullcontext()
-#: not yet in :meth:`Booster.running`'s choices
-_UNSET = object()
 
 
 def _check_grad_mode() -> None:
