@@ -203,3 +203,49 @@ def test_a_stream_takes_integer_and_bool_features_and_names_what_it_cannot_take(
         DataStream(torch.ones(6, 2, dtype=torch.complex64), y)
     with pytest.raises(ValueError, match=r"seed must lie in"):
         DataStream(torch.ones(6, 2), y, seed=2**70)
+
+
+class _ThreeOutputs(nn.Module):
+    """A chained learner that breaks the protocol: (output, features, extra)."""
+
+    takes_carry = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(3, 1)
+
+    def forward(self, x, carry=None):
+        out = self.layer(x)
+        return out, out, out
+
+
+class _NoCarry(nn.Module):
+    takes_carry = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.layer(x), x
+
+
+def test_a_chained_learner_breaking_the_protocol_is_refused_without_falling_back():
+    torch.manual_seed(0)
+    booster = SGB(lambda: _ThreeOutputs(), n_learners=2, chained=True)
+    mode = booster.learners.mode
+    with pytest.raises(ValueError, match=r"not \(output, features\)"):
+        booster.learn(torch.randn(8, 3), torch.randn(8))
+    assert booster.learners.mode == mode and booster.rounds == 0
+    with pytest.raises(ValueError, match="forward takes no carry"):
+        SGB(lambda: _NoCarry(), n_learners=2, chained=True)
+
+
+def test_a_nested_sequential_is_chained_as_its_layers():
+    torch.manual_seed(0)
+    booster = SGB(lambda: nn.Sequential(nn.Sequential(nn.Linear(3, 4), nn.ReLU()),
+                                        nn.Sequential(nn.Linear(4, 1))),
+                  n_learners=2, chained=True)
+    x, y = torch.randn(8, 3), torch.randn(8)
+    booster.learn(x, y)
+    assert booster.predict(x).shape == (8, 1)

@@ -27,6 +27,7 @@ another for its own output in a training round (each a valid draw; the loop draw
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -40,8 +41,8 @@ from torchboost.learners.stacked_sequential import (
     stacked_sequential,
 )
 
-__all__ = ["ChainStep", "ChainedSequential", "chain", "chainable", "is_chained",
-           "sequential_chain", "stacked_chain"]
+__all__ = ["ChainStep", "ChainedSequential", "chain", "chainable", "checked_step",
+           "is_chained", "sequential_chain", "stacked_chain"]
 
 #: a learner's step in a chain: ``(index, carry) -> (output, features)``
 ChainStep = Callable[[int, Tensor | None], tuple[Tensor, Tensor]]
@@ -81,7 +82,7 @@ class ChainedSequential(nn.Module):
 
     def __init__(self, module: nn.Sequential) -> None:
         super().__init__()
-        layers = list(module.children()) if type(module).forward is nn.Sequential.forward else []
+        layers = _plain_layers(module)
         first = next((i for i, layer in enumerate(layers) if isinstance(layer, _STEMS)), None)
         if first is None or not all(is_plain_flatten(layer) for layer in layers[:first]):
             raise ValueError(_not_chainable(module, "it has no Linear or convolution first "
@@ -110,11 +111,28 @@ class ChainedSequential(nn.Module):
         return self.head(features), features
 
 
+def _plain_layers(module: nn.Module) -> list[nn.Module]:
+    """The layers of a plain ``nn.Sequential``, nested plain sequentials read through (``[]``
+    for anything else)."""
+    if not (isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward):
+        return []
+    layers: list[nn.Module] = []
+    for child in module.children():
+        inner = _plain_layers(child)
+        layers += inner if inner or isinstance(child, nn.Sequential) else [child]
+    return layers
+
+
 def chainable(module: nn.Module) -> nn.Module:
     """``module`` as a chained learner: itself when it follows the protocol, else a plain
     ``nn.Sequential`` wrapped in :class:`ChainedSequential`; anything else raises, saying how to
     write one."""
     if is_chained(module):
+        try:
+            inspect.signature(module.forward).bind(None, None)
+        except TypeError:
+            raise ValueError(_not_chainable(module, "its forward takes no carry (it says "
+                                            "takes_carry = True)")) from None
         return module
     if isinstance(module, nn.Sequential):
         return ChainedSequential(module)
@@ -136,7 +154,7 @@ def chain(step: ChainStep, k: int) -> tuple[list[Tensor], list[Tensor | None]]:
     outputs: list[Tensor] = []
     carries: list[Tensor | None] = [None]
     for i in range(k):
-        output, features = _checked(step(i, carries[-1]), i)
+        output, features = checked_step(step(i, carries[-1]), i)
         outputs.append(output)
         carries.append(features.detach())
     return outputs, carries
@@ -218,7 +236,9 @@ def _vmapped(module: nn.Module, params: dict[str, Tensor], x: Tensor, x_dim: int
     return vmap(one, in_dims=(0, x_dim), randomness="different")(params, x)
 
 
-def _checked(result: object, index: int) -> tuple[Tensor, Tensor]:
+def checked_step(result: object, index: int) -> tuple[Tensor, Tensor]:
+    """A chained learner's ``(output, features)``, or a ``ValueError`` naming learner ``index``
+    and the protocol it broke."""
     if not (isinstance(result, tuple) and len(result) == 2 and all(map(torch.is_tensor, result))):
         raise ValueError(f"chained weak learner {index} returns a {type(result).__name__}, not "
                          "(output, features): a chained learner's forward(x, carry) returns "

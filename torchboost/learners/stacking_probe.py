@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchboost.learners.chained import checked_step
 from torchboost.learners.loop import LoopEngine
 
 __all__ = ["StackingProbe", "check_output"]
@@ -51,8 +52,8 @@ class StackingProbe:
             self._restore(buffers)
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 alone = self.engine.learner(0)(x)  # raises when the input is at fault
-            if self.chained and isinstance(alone, tuple):
-                alone = alone[0]
+            if self.chained:  # a broken protocol is the learner's fault, not vmap's
+                alone = checked_step(alone, 0)[0]
             self._restore(buffers)
             check_output(alone, 0)  # so does a learner's own output (integer scores, ...)
             self._fall_back(f"{type(error).__name__}: {str(error).splitlines()[0]}")
