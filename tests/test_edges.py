@@ -249,3 +249,12 @@ def test_a_nested_sequential_is_chained_as_its_layers():
     x, y = torch.randn(8, 3), torch.randn(8)
     booster.learn(x, y)
     assert booster.predict(x).shape == (8, 1)
+
+
+def test_stream_wrappers_name_what_they_cannot_take():
+    from torchboost.data import MultiPassStream, ScreenedStream
+
+    with pytest.raises(ValueError, match=r"not an \(x, y\) pair"):
+        list(ScreenedStream([torch.zeros(4, 2)], loss="squared"))
+    with pytest.raises(ValueError, match=r"make_pass\(0\) returned a list, not a DataStream"):
+        MultiPassStream(lambda p: [], passes=2)

@@ -287,7 +287,7 @@ def test_screening_rejects_bad_configuration_and_non_pairs():
         ScreenedStream([])
     with pytest.raises(ValueError, match="exactly one of booster"):
         ScreenedStream([], make_booster("squared"), loss="squared")
-    with pytest.raises(TypeError, match="batch 0 is not an"):
+    with pytest.raises(ValueError, match="batch 0 is not an"):
         list(ScreenedStream([torch.zeros(3)], loss="squared"))
 
 

@@ -48,7 +48,15 @@ class MultiPassStream:
 
     def __init__(self, make_pass: Callable[[int], DataStream], passes: int) -> None:
         passes = positive_int("passes", passes)
+        if not callable(make_pass):
+            raise ValueError(f"make_pass must be a function pass -> DataStream, got "
+                             f"{type(make_pass).__name__}")
         self._streams = [make_pass(p) for p in range(passes)]
+        for p, stream in enumerate(self._streams):
+            if not isinstance(stream, DataStream):
+                raise ValueError(f"make_pass({p}) returned a {type(stream).__name__}, not a "
+                                 "DataStream: each pass is one DataStream (e.g. lambda p: "
+                                 "DataStream(x, y, seed=seed + p))")
         self._pass = 0
 
     @property

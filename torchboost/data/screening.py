@@ -241,8 +241,9 @@ class ScreenedStream:
                 x, y = batch
                 len(x), len(y)
             except (TypeError, ValueError) as error:
-                raise TypeError(f"batch {self.batches_seen} is not an (x, y) pair of row "
-                                f"sequences") from error
+                raise ValueError(f"batch {self.batches_seen} is not an (x, y) pair of row "
+                                 f"sequences but a {type(batch).__name__}: the stream must "
+                                 "yield (features, labels) pairs") from error
             screened = self._screen(x, y)
             if screened is None:
                 continue
