@@ -258,3 +258,45 @@ def test_stream_wrappers_name_what_they_cannot_take():
         list(ScreenedStream([torch.zeros(4, 2)], loss="squared"))
     with pytest.raises(ValueError, match=r"make_pass\(0\) returned a list, not a DataStream"):
         MultiPassStream(lambda p: [], passes=2)
+
+
+class _Affine(nn.Module):
+    """A learner off the direct GEMM path: its stacked forward is vmap(functional_call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(3))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return (x * self.weight).sum(-1, keepdim=True) + self.bias
+
+
+def test_an_interrupt_while_the_stacked_call_swaps_back_leaves_the_learners_usable(
+        monkeypatch):
+    import pickle
+
+    from torch.nn.utils._named_member_accessor import NamedMemberAccessor
+
+    torch.manual_seed(0)
+    booster = SGB(lambda: _Affine(), n_learners=3, mode="stacked")
+    x, y = torch.randn(8, 3), torch.randn(8)
+    booster.learn(x, y)
+    swap = NamedMemberAccessor.swap_tensors_dict
+    calls = []
+
+    def interrupted(self, named_tensors, allow_missing=False):
+        calls.append(1)
+        if len(calls) == 2:  # the swap back: the learner's tensors stay in the template
+            raise KeyboardInterrupt
+        return swap(self, named_tensors, allow_missing)
+
+    monkeypatch.setattr(NamedMemberAccessor, "swap_tensors_dict", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        booster.predict(x)
+    monkeypatch.undo()
+    assert len(calls) >= 2
+    copy.deepcopy(booster), pickle.loads(pickle.dumps(booster))
+    assert torch.allclose(booster.export()(x), booster.predict(x), atol=1e-6)
+    assert booster.learners.learner(0)(x).shape == (8, 1)
+    booster.learn(x, y)

@@ -11,7 +11,8 @@ mathematically the same as N separate optimizers with the same hyper-parameters.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -100,6 +101,11 @@ class StackedEngine(nn.Module):
         # are never used (functional_call substitutes the stacked slices). It is kept out of the
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
+        #: the template's own (meta) tensors, put back after an interrupted call
+        #: (:meth:`_template_guarded`)
+        self._template_tensors = {
+            **dict(self._template[0].named_parameters(remove_duplicate=False)),
+            **dict(self._template[0].named_buffers(remove_duplicate=False))}
         self._plan = (sequential_plan(self._template[0])
                       if not (self._buffer_names or chained) else None)
         #: chained learners: the stem's direct GEMM plan (:func:`sequential_chain`)
@@ -157,11 +163,29 @@ class StackedEngine(nn.Module):
         each number of learners and train/eval mode).
         """
         params, buffers = self._stacked(n_learners)
-        if not self.compile_forward:
-            return self._run(params, buffers, x, fast)
-        if self._compiled is None:
-            self._compiled = torch.compile(self._run, dynamic=False)
-        return self._compiled(params, buffers, x, fast)
+        with self._template_guarded():
+            if not self.compile_forward:
+                return self._run(params, buffers, x, fast)
+            if self._compiled is None:
+                self._compiled = torch.compile(self._run, dynamic=False)
+            return self._compiled(params, buffers, x, fast)
+
+    @contextmanager
+    def _template_guarded(self) -> Iterator[None]:
+        """Put the template's own tensors back if the block raises: ``functional_call`` swaps
+        a learner's tensors (under ``vmap``, batched ones) into the template and back, and an
+        interrupt during the swap back left them there, after which ``deepcopy``, ``pickle``,
+        ``export`` and ``learner(i)`` failed for good (about 1 interrupt in 200)."""
+        try:
+            yield
+        except BaseException:
+            template = self._template[0]
+            for name, tensor in self._template_tensors.items():
+                owner, _, attr = name.rpartition(".")
+                module = template.get_submodule(owner)
+                table = module._parameters if attr in module._parameters else module._buffers
+                table[attr] = tensor
+            raise
 
     def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
              fast: bool) -> Tensor:
@@ -188,7 +212,8 @@ class StackedEngine(nn.Module):
         """Chained learner ``i`` alone on ``x`` with a carry: ``(output, features)``."""
         def one(i: int, carry: Tensor | None) -> tuple[Tensor, Tensor]:
             row = {n: t[i] for n, t in params.items()}, {n: t[i] for n, t in buffers.items()}
-            return functional_call(self._template[0], row, (x, carry))
+            with self._template_guarded():
+                return functional_call(self._template[0], row, (x, carry))
 
         return one
 
@@ -199,10 +224,12 @@ class StackedEngine(nn.Module):
     def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
         """Learner ``index``'s output (chained: given its ``carry``)."""
         params, buffers = self._stacked(self._n)
-        if self.chained:
-            return self._step(params, buffers, x)(index, carry)[0]
-        one = {n: t[index] for n, t in params.items()}, {n: t[index] for n, t in buffers.items()}
-        return self._call_one(*one, x)
+        with self._template_guarded():
+            if self.chained:
+                return self._step(params, buffers, x)(index, carry)[0]
+            one = ({n: t[index] for n, t in params.items()},
+                   {n: t[index] for n, t in buffers.items()})
+            return self._call_one(*one, x)
 
     def zero_grad(self) -> None:
         for param in self.stacked_params.values():
