@@ -300,3 +300,26 @@ def test_an_interrupt_while_the_stacked_call_swaps_back_leaves_the_learners_usab
     assert torch.allclose(booster.export()(x), booster.predict(x), atol=1e-6)
     assert booster.learners.learner(0)(x).shape == (8, 1)
     booster.learn(x, y)
+
+
+def test_the_conformance_kit_tells_a_dropout_learner_from_state_kept_in_a_plain_attribute():
+    from torchboost.boosters.registry import BoosterSpec
+    from torchboost.testing import check_state_dict_resumes_exactly
+
+    def with_dropout(learners, n_learners, n_outputs=1, **options):
+        return SGB(lambda: nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Dropout(0.3),
+                                         nn.Linear(8, n_outputs)),
+                   n_learners=n_learners, n_outputs=n_outputs, **options)
+
+    check_state_dict_resumes_exactly(BoosterSpec("dropout_sgb", SGB, build=with_dropout))
+
+    class Forgetful(SGB):  # round state in a plain attribute: still named
+        def after_step(self, h, partials, z):
+            super().after_step(h, partials, z)
+            vars(self)["shift"] = vars(self).get("shift", 0.0) + 0.01
+
+        def partial_sums(self, h, y0):
+            return super().partial_sums(h, y0) + vars(self).get("shift", 0.0)
+
+    with pytest.raises(AssertionError, match="plain attribute"):
+        check_state_dict_resumes_exactly(BoosterSpec("forgetful", Forgetful))
