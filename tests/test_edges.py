@@ -323,3 +323,82 @@ def test_the_conformance_kit_tells_a_dropout_learner_from_state_kept_in_a_plain_
 
     with pytest.raises(AssertionError, match="plain attribute"):
         check_state_dict_resumes_exactly(BoosterSpec("forgetful", Forgetful))
+
+
+def test_red_team_optimizers_that_worked_before_still_build():
+    if hasattr(torch.optim, "Muon"):  # matrices only
+        SGB(lambda: nn.Sequential(nn.Linear(3, 4, bias=False), nn.Tanh(),
+                                  nn.Linear(4, 1, bias=False)),
+            n_learners=2, optimizer=torch.optim.Muon, optimizer_kwargs={"lr": 0.01},
+            mode="loop")
+    SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer=torch.optim.Adam,
+        optimizer_kwargs={"capturable": True})  # its step needs CUDA: built, not stepped
+    SGB(lambda: TwoLayerNet(3, 4), n_learners=2, optimizer=torch.optim.Adam,
+        optimizer_kwargs={"amsgrad": 1})  # torch takes 0 and 1 for flags
+
+
+def test_the_multiclass_boosters_take_n_threads():
+    from torchboost import AdaboostOLM, OnlineMBBM, OzaBoost
+
+    for cls, args in ((OzaBoost, ()), (AdaboostOLM, ()), (OnlineMBBM, (0.1,))):
+        booster = cls(lambda: nn.Linear(3, 3), 3, *args, n_learners=2, n_threads=None)
+        assert booster.n_threads is None
+
+
+def _scheduled() -> SGB:
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2,
+                  lr_scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.9))
+    for _ in range(3):
+        x = torch.randn(16, 3)
+        booster.learn(x, x[:, 0])
+    return booster
+
+
+@pytest.mark.parametrize("where", ["after the schedules", "in the standardiser's commit"])
+def test_an_interrupt_at_the_end_of_a_round_changes_nothing(where, monkeypatch):
+    booster = _scheduled()
+    state = copy.deepcopy(booster.state_dict())
+    epochs = [s.last_epoch for s in booster.learners.schedulers]
+    if where == "after the schedules":
+        original = booster.learners.schedules_stepped
+
+        def interrupted(index=None):
+            class Then:
+                def __enter__(self):
+                    self.inner = original(index)
+                    self.inner.__enter__()
+
+                def __exit__(self, *error):  # an interrupt at the block's end
+                    interrupt = KeyboardInterrupt()
+                    self.inner.__exit__(KeyboardInterrupt, interrupt, None)
+                    raise interrupt
+            return Then()
+
+        monkeypatch.setattr(booster.learners, "schedules_stepped", interrupted)
+    else:
+        monkeypatch.setattr(booster.standardizer, "commit",
+                            lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    x = torch.randn(16, 3)
+    with pytest.raises(KeyboardInterrupt):
+        booster.learn(x, x[:, 0])
+    monkeypatch.undo()
+    assert [s.last_epoch for s in booster.learners.schedulers] == epochs
+    assert_identical(booster.state_dict(), state)
+    assert booster.rounds == 3
+
+
+def test_red_team_stream_states_and_labels():
+    np = pytest.importorskip("numpy")
+    stream = DataStream(torch.randn(20, 3), torch.randn(20), batch_size=4, seed=0)
+    next(iter(stream))
+    state = stream.state_dict()
+    twin = DataStream(torch.randn(20, 3), torch.randn(20), batch_size=4, seed=0)
+    twin.load_state_dict({**state, "batches_consumed": np.int64(1), "count": float(state["count"])})
+    assert twin.batches_consumed == 1
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    x, y = torch.randn(8, 3), torch.randn(8)
+    for labels in (y.to_sparse(), torch.nested.nested_tensor([y[:3], y[3:]])):
+        with pytest.raises(ValueError, match="labels must be a dense tensor"):
+            booster.learn(x, labels)
+    assert booster.rounds == 0

@@ -315,8 +315,10 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
         labels = z  # in the user's units, for :meth:`round_scores`
         with self._transaction(self, self.learners, self.stepping_learner()) as round_:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
+                started = self.standardizer.started  # its commit is in place: restorable
                 x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
-                round_.on_commit(self.standardizer.commit)
+                if not started:  # the first batch sizes its buffers: only once all succeeded
+                    round_.on_commit(self.standardizer.commit)
             # the learners this round trains run at their learning point (schedule-free:
             # :mod:`~torchboost.learners.averaging`), every other forward at the averaged weights
             with self.learners.learning_point(self.stepping_learner()):
@@ -348,9 +350,23 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
                 counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
                                               weights=plan.weights)
                 self._record_label_range(labels)
-                self.learners.step_schedules(plan.index)
-            self._set_plain(**counters, _round_labels=labels)  # plain Python: last of all
+                if self.standardizer is not None and started:
+                    self.standardizer.commit()
+                self._finish_round(counters, labels, plan.index)
         return prediction
+
+    def _finish_round(self, counters: dict[str, Any], labels: Tensor,
+                      index: int | None) -> None:
+        """A round's plain Python state, last of all (its transaction restores tensors only):
+        the learning-rate schedules step, then the counters advance; if anything raises in
+        between (a scheduler, an interrupt), both are put back."""
+        before = {name: vars(self).get(name) for name in (*counters, "_round_labels")}
+        try:
+            with self.learners.schedules_stepped(index):
+                self._set_plain(**counters, _round_labels=labels)
+        except BaseException:
+            self._set_plain(**before)
+            raise
 
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``

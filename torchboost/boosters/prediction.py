@@ -129,6 +129,9 @@ class Prediction:
         if torch.is_tensor(y) and y.device.type == "meta":
             raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
                              f"on {self.y0_fixed.device}")
+        if torch.is_tensor(y) and (y.is_nested or y.layout != torch.strided):
+            raise ValueError(f"labels must be a dense tensor, got layout {y.layout}"
+                             f"{' (nested)' if y.is_nested else ''}: pass y.to_dense()")
         z = self.loss.encode_target(y, self.out_dim)
         if z.shape[0] != batch:
             raise ValueError(f"{z.shape[0]} labels for {batch} examples")

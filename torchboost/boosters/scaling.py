@@ -216,6 +216,11 @@ class Standardizer(nn.Module):
         self._pending.append(labels)
         return x, _standardize(z, *self.labels.shift_and_scale(labels)), self.outputs
 
+    @property
+    def started(self) -> bool:
+        """Whether a round's statistics were stored (then :meth:`commit` writes in place)."""
+        return self.features.started
+
     def commit(self) -> None:
         """Store the statistics of the round :meth:`learn` prepared."""
         for moments, stats in zip((self.features, self.labels), self._pending, strict=False):

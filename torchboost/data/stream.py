@@ -19,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -380,8 +381,11 @@ def _tensor(name: str, values: Any) -> Tensor:
 
 def _whole(name: str, value: Any, low: int, high: int | None) -> int:
     """``value`` as a whole number in ``[low, high]``, or a ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | Tensor) or (
-            torch.is_tensor(value) and (value.numel() != 1 or value.is_floating_point())):
+    whole = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()
+    ) or (torch.is_tensor(value) and value.numel() == 1 and not value.is_floating_point()
+          and value.dtype != torch.bool)
+    if not whole:
         raise ValueError(f"stream state: {name} must be a whole number, got {value!r} "
                          "(nothing was loaded)")
     value = int(value)

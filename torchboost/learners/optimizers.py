@@ -178,14 +178,17 @@ def _try_step(cls: type[torch.optim.Optimizer], kwargs: dict[str, Any]) -> None:
     defaults = inspect.signature(cls.__init__).parameters
     for name, value in kwargs.items():
         default = defaults[name].default if name in defaults else None
-        if isinstance(default, bool) and not isinstance(value, bool):
+        if isinstance(default, bool) and not (isinstance(value, bool) or value in (0, 1)):
             raise ValueError(f"{cls.__name__}'s {name} is a flag: pass True or False, got "
                              f"{value!r}")
-    # float64: an extreme but valid setting (Adam at lr=1e38) must reach the round's guards
-    param = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
-    param.grad = torch.ones(2, dtype=torch.float64)
+    # float64: an extreme but valid setting (Adam at lr=1e38) must reach the round's guards;
+    # 2-D: some optimizers take matrices only (Muon)
+    param = torch.nn.Parameter(torch.zeros(2, 2, dtype=torch.float64))
+    param.grad = torch.ones(2, 2, dtype=torch.float64)
     try:
         optimizer = cls([param], **kwargs)
+        if kwargs.get("capturable"):  # its step needs the learners' device (CUDA): built only
+            return
         switch = "train_mode" in optimizer.defaults and callable(getattr(optimizer, "eval", None))
         if switch:
             optimizer.train()  # type: ignore[attr-defined]

@@ -235,13 +235,20 @@ class WeakLearners(StackingProbe, nn.Module):
         stage). Boosters call this last in a round; if a scheduler raises (``OneCycleLR`` past
         its ``total_steps``, a user's ``LambdaLR``), every scheduler is put back as it was and
         the round's transaction restores the rest."""
-        if not self.schedulers:
-            return
-        chosen = self.schedulers if index is None else [self.schedulers[index]]
+        with self.schedules_stepped(index):
+            pass
+
+    @contextmanager
+    def schedules_stepped(self, index: int | None = None) -> Iterator[None]:
+        """:meth:`step_schedules` on entry, and every stepped scheduler put back as it was if
+        the block raises too (a round's last book-keeping, interrupted)."""
+        chosen = [] if not self.schedulers else (
+            self.schedulers if index is None else [self.schedulers[index]])
         saved = _scheduler_attributes(chosen)
         try:
             for scheduler in chosen:
                 scheduler.step()
+            yield
         except BaseException:  # a schedule shorter than the stream, a user's lambda: as it was
             _restore_attributes(saved)
             raise

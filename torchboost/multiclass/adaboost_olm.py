@@ -85,12 +85,13 @@ class AdaboostOLM(MulticlassBooster):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         standardize: bool = True,
+        n_threads: int | str | None = "auto",
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates=state_updates, optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
                          lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
-                         standardize=standardize)
+                         standardize=standardize, n_threads=n_threads)
         if hedge not in ("random", "top"):
             raise ValueError(f"hedge must be 'random' or 'top', got {hedge!r}")
         self.loss_fn = get_surrogate(loss)

@@ -95,12 +95,13 @@ class OnlineMBBM(MulticlassBooster):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         standardize: bool = True,
+        n_threads: int | str | None = "auto",
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction=prediction,
                          training=training, state_updates="batch", optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
                          lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
-                         standardize=standardize)
+                         standardize=standardize, n_threads=n_threads)
         if isinstance(potentials, Potentials):
             if potentials.n_classes != n_classes:
                 raise ValueError(f"the potentials are for {potentials.n_classes} classes, the "

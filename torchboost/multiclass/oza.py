@@ -71,12 +71,13 @@ class OzaBoost(MulticlassBooster):
         lr_fan_in: float | None = None,
         lr_scheduler: LRSchedulerFactory | None = None,
         standardize: bool = True,
+        n_threads: int | str | None = "auto",
     ) -> None:
         super().__init__(learners, n_classes, n_learners=n_learners, prediction="argmax",
                          training=training, state_updates=state_updates, optimizer=optimizer,
                          optimizer_kwargs=optimizer_kwargs, mode=mode, seed=seed,
                          lr_fan_in=lr_fan_in, lr_scheduler=lr_scheduler,
-                         standardize=standardize)
+                         standardize=standardize, n_threads=n_threads)
         self.register_buffer("lambda_correct", torch.zeros(self.n_learners, dtype=torch.float64))
         self.register_buffer("lambda_wrong", torch.zeros(self.n_learners, dtype=torch.float64))
 
