@@ -26,9 +26,9 @@ cause, not the symptom.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
+from typing import Any
 
 from torch import Tensor
 
@@ -90,22 +90,26 @@ def within(value: Tensor, limit: float) -> Tensor:
     return (limit - value).sqrt()
 
 
-@contextmanager
-def deferring(active: bool = True) -> Iterator[DeferredChecks]:
+class deferring:  # used as a function: ``with deferring() as checks:``
     """Keep the checks stated inside for :meth:`DeferredChecks.settle` (``active=False``: read
     each at once, as outside). On leaving normally the rest are settled; on an ``Exception``
     the pending checks are explained first, so that a failed check's error replaces the one it
-    caused."""
-    checks = DeferredChecks()
-    token = _ACTIVE.set(checks if active else None)
-    try:
-        yield checks
-    except Exception:
-        _ACTIVE.reset(token)
-        token = None
-        checks.explain()
-        raise
-    finally:
-        if token is not None:
-            _ACTIVE.reset(token)
-    checks.settle()
+    caused. (A class, not a generator: entered once per round.)"""
+
+    __slots__ = ("active", "checks", "token")
+
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
+        self.checks = DeferredChecks()
+
+    def __enter__(self) -> DeferredChecks:
+        self.token = _ACTIVE.set(self.checks if self.active else None)
+        return self.checks
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: Any) -> None:
+        _ACTIVE.reset(self.token)
+        if kind is None:
+            self.checks.settle()
+        elif issubclass(kind, Exception):
+            self.checks.explain()  # raises the pending check's error instead, if one failed

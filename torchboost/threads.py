@@ -57,28 +57,31 @@ def chosen() -> bool:
     return _CHOSEN.get()
 
 
-@contextmanager
-def threads(n_threads: int | None) -> Iterator[None]:
+class threads:  # used as a function: ``with threads(n):``
     """Run with ``torch.set_num_threads(n_threads)`` and restore the previous count after;
     ``None`` leaves torch's setting alone. Either way the calls inside see :func:`chosen`.
     Small mini-batches gain nothing from intra-op threads, and on a busy machine waiting for
-    them can cost far more than the work itself."""
-    token = _CHOSEN.set(True)
-    try:
-        if _checked(n_threads) is None:
-            yield
-            return
-        previous = torch.get_num_threads()
-        if previous == n_threads:
-            yield
-            return
-        torch.set_num_threads(n_threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
-    finally:
-        _CHOSEN.reset(token)
+    them can cost far more than the work itself. (A class, not a generator: entered once per
+    booster call.)"""
+
+    __slots__ = ("n_threads", "previous", "token")
+
+    def __init__(self, n_threads: int | None) -> None:
+        self.n_threads = _checked(n_threads)
+        self.previous: int | None = None
+
+    def __enter__(self) -> None:
+        self.token = _CHOSEN.set(True)
+        if self.n_threads is not None:
+            previous = torch.get_num_threads()
+            if previous != self.n_threads:
+                torch.set_num_threads(self.n_threads)
+                self.previous = previous
+
+    def __exit__(self, *error: Any) -> None:
+        if self.previous is not None:
+            torch.set_num_threads(self.previous)
+        _CHOSEN.reset(self.token)
 
 
 @contextmanager

@@ -360,6 +360,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
         """A round's plain Python state, last of all (its transaction restores tensors only):
         the learning-rate schedules step, then the counters advance; if anything raises in
         between (a scheduler, an interrupt), both are put back."""
+        if not self.learners.schedulers:  # the default: nothing to step
+            self._set_plain(**counters, _round_labels=labels)
+            return
         before = {name: vars(self).get(name) for name in (*counters, "_round_labels")}
         try:
             with self.learners.schedules_stepped(index):

@@ -11,8 +11,7 @@ mathematically the same as N separate optimizers with the same hyper-parameters.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -102,7 +101,7 @@ class StackedEngine(nn.Module):
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
         #: the template's own (meta) tensors, put back after an interrupted call
-        #: (:meth:`_template_guarded`)
+        #: (:meth:`_reset_template`)
         self._template_tensors = {
             **dict(self._template[0].named_parameters(remove_duplicate=False)),
             **dict(self._template[0].named_buffers(remove_duplicate=False))}
@@ -163,29 +162,28 @@ class StackedEngine(nn.Module):
         each number of learners and train/eval mode).
         """
         params, buffers = self._stacked(n_learners)
-        with self._template_guarded():
+        try:
             if not self.compile_forward:
                 return self._run(params, buffers, x, fast)
             if self._compiled is None:
                 self._compiled = torch.compile(self._run, dynamic=False)
             return self._compiled(params, buffers, x, fast)
-
-    @contextmanager
-    def _template_guarded(self) -> Iterator[None]:
-        """Put the template's own tensors back if the block raises: ``functional_call`` swaps
-        a learner's tensors (under ``vmap``, batched ones) into the template and back, and an
-        interrupt during the swap back left them there, after which ``deepcopy``, ``pickle``,
-        ``export`` and ``learner(i)`` failed for good (about 1 interrupt in 200)."""
-        try:
-            yield
         except BaseException:
-            template = self._template[0]
-            for name, tensor in self._template_tensors.items():
-                owner, _, attr = name.rpartition(".")
-                module = template.get_submodule(owner)
-                table = module._parameters if attr in module._parameters else module._buffers
-                table[attr] = tensor
+            self._reset_template()
             raise
+
+    def _reset_template(self) -> None:
+        """Put the template's own tensors back, after any call through it raised:
+        ``functional_call`` swaps a learner's tensors (under ``vmap``, batched ones) into the
+        template and back, and an interrupt during the swap back left them there, after which
+        ``deepcopy``, ``pickle``, ``export`` and ``learner(i)`` failed for good (about 1
+        interrupt in 200)."""
+        template = self._template[0]
+        for name, tensor in self._template_tensors.items():
+            owner, _, attr = name.rpartition(".")
+            module = template.get_submodule(owner)
+            table = module._parameters if attr in module._parameters else module._buffers
+            table[attr] = tensor
 
     def _run(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
              fast: bool) -> Tensor:
@@ -212,8 +210,11 @@ class StackedEngine(nn.Module):
         """Chained learner ``i`` alone on ``x`` with a carry: ``(output, features)``."""
         def one(i: int, carry: Tensor | None) -> tuple[Tensor, Tensor]:
             row = {n: t[i] for n, t in params.items()}, {n: t[i] for n, t in buffers.items()}
-            with self._template_guarded():
+            try:
                 return functional_call(self._template[0], row, (x, carry))
+            except BaseException:
+                self._reset_template()
+                raise
 
         return one
 
@@ -224,12 +225,15 @@ class StackedEngine(nn.Module):
     def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
         """Learner ``index``'s output (chained: given its ``carry``)."""
         params, buffers = self._stacked(self._n)
-        with self._template_guarded():
+        try:
             if self.chained:
                 return self._step(params, buffers, x)(index, carry)[0]
             one = ({n: t[index] for n, t in params.items()},
                    {n: t[index] for n, t in buffers.items()})
             return self._call_one(*one, x)
+        except BaseException:
+            self._reset_template()
+            raise
 
     def zero_grad(self) -> None:
         for param in self.stacked_params.values():
