@@ -62,7 +62,7 @@ def booster_step(n: int, mode: str, device: str, classes: int = 0,
     out = max(classes, 1)
     loss = "softmax" if classes else "squared"
     options = {"standardize": False, "optimizer_kwargs": {"lr": 1e-3},  # like the monolithic
-               **options}                                              # network
+               "n_threads": None, **options}        # network, under the same threads
     booster = SGB(lambda: TwoLayerNet(IN_FEATURES, HIDDEN, out, activation="leaky_relu"), loss,
                   n_learners=n, n_outputs=out, mode=mode, **options).to(device)
     x = torch.randn(BATCH, IN_FEATURES, device=device)
