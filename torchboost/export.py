@@ -205,14 +205,12 @@ def export_booster(booster: Any, n_learners: int | None = None, output: Output =
     if inputs is not None:  # ((x − m₁)/s₁ − m₂)/s₂ = (x − (m₁ + s₁ m₂)) / (s₁ s₂)
         mean, scale = (torch.as_tensor(t, dtype=dtype, device=device) for t in inputs)
         in_mean, in_scale = mean + scale * in_mean, scale * in_scale
-    low = high = None  # the booster's bounds (bound_predictions), in its user's units
-    if booster.bound_predictions and not booster.loss.is_classifier:
-        low, high = (v.to(dtype) for v in booster.prediction_bounds())
+    # the booster's prediction bounds in its user's units (±inf: none)
+    low, high = (v.to(dtype) for v in booster.prediction_bounds())
     if outputs is not None:  # (y s_b + m_b) s + m
         mean, scale = (torch.as_tensor(t, dtype=dtype, device=device) for t in outputs)
         out_mean, out_scale = out_mean * scale + mean, out_scale * scale
-        if low is not None:  # the same affine map, increasing (scale > 0)
-            low, high = low * scale + mean, high * scale + mean
+        low, high = low * scale + mean, high * scale + mean  # increasing: scale > 0
     # in eval mode whatever the booster's mode (Dropout off, BatchNorm on its statistics)
     return BoosterInference(learners, weights.to(dtype), y0.to(dtype), in_mean, in_scale,
                             out_mean, out_scale, output, booster.loss.name, low,

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from torchboost.deferred_checks import require_finite
 
-__all__ = ["check_features"]
+__all__ = ["check_dense", "check_features"]
 
 
 def check_features(x: Tensor, dtype: torch.dtype | None = None,
@@ -25,12 +25,7 @@ def check_features(x: Tensor, dtype: torch.dtype | None = None,
     (:mod:`~torchboost.deferred_checks`)."""
     if not torch.is_tensor(x):
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
-    if x.layout != torch.strided or x.is_nested:
-        raise ValueError(f"{what} must be a dense tensor, got layout {x.layout}"
-                         f"{' (nested)' if x.is_nested else ''}: pass x.to_dense() (a "
-                         "nested batch: one padded tensor)")
-    if x.device.type == "meta":
-        raise ValueError(f"{what} are on the meta device (shapes only, no values)")
+    check_dense(x, what)
     if x.ndim < 2:
         raise ValueError(f"{what} must have shape (B, ...{what}), got {tuple(x.shape)}")
     if x.shape[0] == 0:
@@ -49,6 +44,17 @@ def check_features(x: Tensor, dtype: torch.dtype | None = None,
         raise ValueError(f"{what} are on {x.device} but the {owner} is on {device}")
     require_finite(x.sum(), lambda: _explain_not_finite(x, given, what, owner))
     return x
+
+
+def check_dense(t: Tensor, what: str) -> None:
+    """A ``ValueError`` naming ``what`` unless the tensor ``t`` is dense and holds values:
+    sparse, nested and meta tensors are refused with the fix."""
+    if t.layout != torch.strided or t.is_nested:
+        raise ValueError(f"{what} must be a dense tensor, got layout {t.layout}"
+                         f"{' (nested)' if t.is_nested else ''}: pass .to_dense() (a nested "
+                         "batch: one padded tensor)")
+    if t.device.type == "meta":
+        raise ValueError(f"{what} are on the meta device (shapes only, no values)")
 
 
 def _explain_not_finite(x: Tensor, given: Tensor, what: str, owner: str) -> None:

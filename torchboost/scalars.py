@@ -14,15 +14,14 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-__all__ = ["constant", "scalar"]
+__all__ = ["scalar"]
 
 
 def scalar(value: float, like: Tensor) -> Tensor:
     """``value`` as a 0-dim tensor of ``like``'s dtype and device (cached: never write to it)."""
-    return constant(float(value), like.dtype, like.device)
+    return _constant(float(value), like.dtype, like.device)
 
 
 @lru_cache(maxsize=512)
-def constant(value: float, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """``value`` as a 0-dim tensor of ``dtype`` on ``device`` (cached: never write to it)."""
+def _constant(value: float, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.tensor(value, dtype=dtype, device=device)

@@ -8,8 +8,6 @@ with their own ``n_threads``), a booster's calls leave the count as it is (:func
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -82,17 +80,6 @@ class threads:  # used as a function: ``with threads(n):``
         if self.previous is not None:
             torch.set_num_threads(self.previous)
         _CHOSEN.reset(self.token)
-
-
-@contextmanager
-def choosing() -> Iterator[None]:
-    """Mark the calls inside as run under a choice made elsewhere (a Lightning fit that set the
-    threads for the whole fit): boosters' own ``n_threads`` stand aside."""
-    token = _CHOSEN.set(True)
-    try:
-        yield
-    finally:
-        _CHOSEN.reset(token)
 
 
 def check_threads(n_threads: Any) -> int | str | None:

@@ -147,12 +147,6 @@ def _raise_bad_rows(found: list[tuple[int, str]], first: int,
         raise DivergenceError(first + learner, f"its {what} is NaN or inf", fix)
 
 
-def learners_trained(learners: WeakLearners, index: int | None) -> bool:
-    """Whether the optimizers that step ``learners`` (or learner ``index``) have stepped yet:
-    they keep state from their first step on."""
-    return any(opt.state for opt in learners.stepped_optimizers(index))
-
-
 @contextmanager
 def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) -> Iterator[None]:
     """Checks 2–4 around one step of all learners (``learners.step_outputs(...)``), or of
@@ -175,8 +169,7 @@ def guard_step(learners: WeakLearners, index: int | None, before: list[Tensor]) 
     def before_step(*_: Any) -> None:
         grads = [[p.grad for p in group if p.grad is not None] for group in groups]
         if any(grads):  # read at once, or when the round settles
-            ratios, owners = _gradient_ratios(grads, stacked)
-            limit = _gradient_limit(grads)
+            ratios, limit, owners = _gradient_ratios(grads, stacked)
             require_finite(within(ratios.max(), limit),
                            lambda: _raise_unbounded_gradient(ratios, limit, owners, first))
         bounds = [adam_update_bound(opt) for opt in optimizers]
@@ -297,13 +290,15 @@ def _all_finite(tensors: list[Tensor]) -> bool:
     return not bool(found)
 
 
-def _gradient_ratios(grads: list[list[Tensor]], stacked: bool) -> tuple[Tensor, list[int]]:
-    """Gradient norms, over ``sqrt(max of their dtype)`` where the dtypes differ (else the
-    caller compares with that limit, :func:`_gradient_limit`), and the learner each belongs
-    to: stacked, one per tensor and learner, ``(tensors, N)`` (learner ``i`` is row ``i`` of
-    every tensor); in a loop one per tensor, learner ``i`` owning group ``i``. A norm within
-    its limit means every entry's square is finite (NaN for a NaN gradient). Kept before the
-    step: an optimizer may rescale the gradients in place (schedule-free AdamW does)."""
+def _gradient_ratios(grads: list[list[Tensor]],
+                     stacked: bool) -> tuple[Tensor, float, list[int]]:
+    """Gradient norms, the limit they must stay within and the learner each belongs to:
+    stacked, one norm per tensor and learner, ``(tensors, N)`` (learner ``i`` is row ``i`` of
+    every tensor); in a loop one per tensor, learner ``i`` owning group ``i``. The limit is
+    ``sqrt(max of the dtype)``; where the dtypes differ each norm is divided by its own and the
+    limit is 1. A norm within its limit means every entry's square is finite (NaN for a NaN
+    gradient). Kept before the step: an optimizer may rescale the gradients in place
+    (schedule-free AdamW does)."""
     flat = [g for group in grads for g in group]
     if stacked:
         norms = torch.stack([_row_norms(g) for g in flat])
@@ -311,11 +306,13 @@ def _gradient_ratios(grads: list[list[Tensor]], stacked: bool) -> tuple[Tensor, 
     else:
         norms = torch.stack(torch._foreach_norm(flat, 2))
         owners = [i for i, group in enumerate(grads) for _ in group]
-    if len({g.dtype for g in flat}) > 1:
-        shape = (-1, 1) if stacked else (-1,)
-        norms = norms / torch.tensor([_square_limit(g.dtype) for g in flat], dtype=norms.dtype,
-                                     device=norms.device).view(shape)
-    return norms, owners
+    dtypes = {g.dtype for g in flat}
+    if len(dtypes) == 1:
+        return norms, _square_limit(dtypes.pop()), owners
+    shape = (-1, 1) if stacked else (-1,)
+    limits = torch.tensor([_square_limit(g.dtype) for g in flat], dtype=norms.dtype,
+                          device=norms.device).view(shape)
+    return norms / limits, 1.0, owners
 
 
 def _row_norms(t: Tensor) -> Tensor:
@@ -330,17 +327,10 @@ def _row_norms(t: Tensor) -> Tensor:
     return t
 
 
-def _gradient_limit(grads: list[list[Tensor]]) -> float:
-    """What :func:`_gradient_ratios`' values are compared with: ``sqrt(max of the dtype)``,
-    or 1 where the gradients' dtypes differ (the ratios are divided by theirs already)."""
-    dtypes = {g.dtype for group in grads for g in group}
-    return _square_limit(dtypes.pop()) if len(dtypes) == 1 else 1.0
-
-
 def _raise_unbounded_gradient(ratios: Tensor, limit: float, owners: list[int],
                               first: int) -> None:
-    """Check 2's :class:`DivergenceError` for the first learner with a value of
-    :func:`_gradient_ratios` above ``limit`` (or NaN); nothing if there is none."""
+    """Check 2's :class:`DivergenceError` for the first learner with a norm of
+    :func:`_gradient_ratios` above its ``limit`` (or NaN); nothing if there is none."""
     per_learner = ratios.amax(0) if ratios.ndim == 2 else ratios
     bad = (~(per_learner <= limit)).nonzero()
     if len(bad):

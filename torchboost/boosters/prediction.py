@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchboost.inputs import check_features
+from torchboost.inputs import check_dense, check_features
 from torchboost.params import integer
 
 __all__ = ["Prediction"]
@@ -126,12 +126,8 @@ class Prediction:
         return check_features(x, self.learners.dtype, self.input_shape, self.y0_fixed.device)
 
     def _check_labels(self, y: Tensor, batch: int) -> Tensor:
-        if torch.is_tensor(y) and y.device.type == "meta":
-            raise ValueError("labels are on the meta device (shapes only, no values); pass labels "
-                             f"on {self.y0_fixed.device}")
-        if torch.is_tensor(y) and (y.is_nested or y.layout != torch.strided):
-            raise ValueError(f"labels must be a dense tensor, got layout {y.layout}"
-                             f"{' (nested)' if y.is_nested else ''}: pass y.to_dense()")
+        if torch.is_tensor(y):
+            check_dense(y, "labels")
         z = self.loss.encode_target(y, self.out_dim)
         if z.shape[0] != batch:
             raise ValueError(f"{z.shape[0]} labels for {batch} examples")

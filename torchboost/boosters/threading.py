@@ -22,8 +22,6 @@ __all__ = ["ThreadChoice"]
 
 #: :meth:`ThreadChoice.running` with nothing to change
 _NO_CHANGE = nullcontext()
-#: not yet in :meth:`ThreadChoice.running`'s choices
-_UNSET = object()
 
 
 class ThreadChoice:
@@ -38,15 +36,11 @@ class ThreadChoice:
             return _NO_CHANGE
         count = self.n_threads
         if count == "auto":
-            device = self.y0_fixed.device
-            dense = torch.is_tensor(x) and not x.is_nested and x.layout == torch.strided
-            key = (x.shape[0] if dense and x.ndim > 0 else 1, device.type)  # others: refused
-            choices = vars(self).get("_auto_threads")
-            if choices is None or len(choices) > 64:  # the learners' shapes are fixed once built
-                choices = {}
-                self._set_plain(_auto_threads=choices)
-            count = choices.get(key, _UNSET)
-            if count is _UNSET:
+            size = vars(self).get("_parameter_count")
+            if size is None:  # the learners' shapes are fixed once built
                 size = sum(p.numel() for p in self.parameters())
-                count = choices[key] = auto_threads(device, key[0] * size)
+                self._set_plain(_parameter_count=size)
+            dense = torch.is_tensor(x) and not x.is_nested and x.layout == torch.strided
+            rows = x.shape[0] if dense and x.ndim > 0 else 1  # others: refused by the checks
+            count = auto_threads(self.y0_fixed.device, rows * size)
         return threads(count)

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.atomic_load import AtomicLoad
-from torchboost.boosters.guards import check_round, learners_trained
+from torchboost.boosters.guards import check_round
 from torchboost.boosters.transaction import RoundTransaction
 from torchboost.chaining.rounds import check_gradients, check_labels, scalar_loss
 from torchboost.inputs import check_features
@@ -152,7 +152,7 @@ class StepwiseOGB(AtomicLoad, nn.Module):
               self.container.learning_point()):
             outputs = self.container(x)
             check_round(outputs.detach(), outputs.new_zeros(0), outputs.new_zeros(0),
-                        trained=lambda: learners_trained(self.container, None))
+                        trained=round_.learners_had_state)
             prediction = _as_column(outputs.detach().sum(0), x)
             grad = gradient(prediction)
             round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],

@@ -77,6 +77,27 @@ def _tied_parameters(module: nn.Module) -> list[str]:
     return next((group for group in names.values() if len(group) > 1), [])
 
 
+class _TemplateGuard:
+    """Around every call through a :class:`StackedEngine`'s template: if it raises, the
+    template's own tensors go back (:meth:`StackedEngine._reset_template`). ``functional_call``
+    swaps a learner's tensors (under ``vmap``, batched ones) into the template and back, and an
+    interrupt during the swap back left them there, after which ``deepcopy``, ``pickle``,
+    ``export`` and ``learner(i)`` failed for good (about 1 interrupt in 200). (A class, not a
+    generator: entered once per forward.)"""
+
+    __slots__ = ("engine",)
+
+    def __init__(self, engine: StackedEngine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        if kind is not None:
+            self.engine._reset_template()
+
+
 def _key(name: str) -> str:
     return name.replace(".", "__")
 
@@ -101,7 +122,7 @@ class StackedEngine(nn.Module):
         # module tree so it appears in neither state_dict nor parameters().
         self._template = [copy.deepcopy(modules[0]).to("meta")]
         #: the template's own (meta) tensors, put back after an interrupted call
-        #: (:meth:`_reset_template`)
+        #: (:class:`_TemplateGuard`)
         self._template_tensors = {
             **dict(self._template[0].named_parameters(remove_duplicate=False)),
             **dict(self._template[0].named_buffers(remove_duplicate=False))}
@@ -162,22 +183,15 @@ class StackedEngine(nn.Module):
         each number of learners and train/eval mode).
         """
         params, buffers = self._stacked(n_learners)
-        try:
+        with _TemplateGuard(self):
             if not self.compile_forward:
                 return self._run(params, buffers, x, fast)
             if self._compiled is None:
                 self._compiled = torch.compile(self._run, dynamic=False)
             return self._compiled(params, buffers, x, fast)
-        except BaseException:
-            self._reset_template()
-            raise
 
     def _reset_template(self) -> None:
-        """Put the template's own tensors back, after any call through it raised:
-        ``functional_call`` swaps a learner's tensors (under ``vmap``, batched ones) into the
-        template and back, and an interrupt during the swap back left them there, after which
-        ``deepcopy``, ``pickle``, ``export`` and ``learner(i)`` failed for good (about 1
-        interrupt in 200)."""
+        """Put the template's own tensors back (:class:`_TemplateGuard`)."""
         template = self._template[0]
         for name, tensor in self._template_tensors.items():
             owner, _, attr = name.rpartition(".")
@@ -210,11 +224,8 @@ class StackedEngine(nn.Module):
         """Chained learner ``i`` alone on ``x`` with a carry: ``(output, features)``."""
         def one(i: int, carry: Tensor | None) -> tuple[Tensor, Tensor]:
             row = {n: t[i] for n, t in params.items()}, {n: t[i] for n, t in buffers.items()}
-            try:
+            with _TemplateGuard(self):
                 return functional_call(self._template[0], row, (x, carry))
-            except BaseException:
-                self._reset_template()
-                raise
 
         return one
 
@@ -225,15 +236,12 @@ class StackedEngine(nn.Module):
     def forward_one(self, index: int, x: Tensor, carry: Tensor | None = None) -> Tensor:
         """Learner ``index``'s output (chained: given its ``carry``)."""
         params, buffers = self._stacked(self._n)
-        try:
+        with _TemplateGuard(self):
             if self.chained:
                 return self._step(params, buffers, x)(index, carry)[0]
             one = ({n: t[index] for n, t in params.items()},
                    {n: t[index] for n, t in buffers.items()})
             return self._call_one(*one, x)
-        except BaseException:
-            self._reset_template()
-            raise
 
     def zero_grad(self) -> None:
         for param in self.stacked_params.values():

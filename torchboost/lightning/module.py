@@ -21,7 +21,7 @@ from torchboost.distributed import ProcessGroupSync, Synchronizer
 from torchboost.lightning.cuda_check import restore_cuda_check, use_plain_cuda_check
 from torchboost.lightning.round_optimizer import BoostingRound
 from torchboost.protocol import StreamingModel, missing_members
-from torchboost.threads import check_threads, choosing, thread_count
+from torchboost.threads import check_threads, thread_count, threads
 
 __all__ = ["StreamingBoosterModule"]
 
@@ -254,7 +254,7 @@ class StreamingBoosterModule(pl.LightningModule):
             x, y = _pair(batch)
             if not self._threads_chosen:
                 self._choose_threads(x)
-            with choosing():  # the fit's threads, not the booster's own n_threads
+            with threads(None):  # the fit's threads, not the booster's own n_threads
                 scores = booster.round_scores(booster.learn(x, y))
             size = x.shape[0]
             if booster.sync is not None:
