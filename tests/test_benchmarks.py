@@ -92,3 +92,25 @@ def test_chained_cost_rows_compare_the_chain_with_stacked_and_loop(monkeypatch):
     assert row["loop_over_chained_stacked"] == pytest.approx(row["chained_loop_us"]
                                                              / row["chained_stacked_us"])
 
+
+
+def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import importlib
+
+    import versions
+    try:
+        name = versions.extract("HEAD", tmp_path)
+        module = importlib.import_module(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step = versions.round_of(module, "small")
+            step()
+        assert name.startswith("tb_") and module.__file__.startswith(str(tmp_path))
+        assert not any(line.startswith(("from torchboost", "import torchboost"))
+                       for line in (tmp_path.glob("*/" + name + "/boosters/base.py").__next__()
+                                    .read_text().splitlines()))
+    finally:
+        for key in [k for k in sys.modules if k == "versions" or k.startswith("tb_")]:
+            sys.modules.pop(key, None)
+        sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]

@@ -1,0 +1,98 @@
+"""One steady-state round of the library at several git commits, timed side by side in one
+process: did a change slow a round?
+
+Each commit's ``torchboost/`` is extracted with ``git archive`` into a scratch folder and
+imported under its own package name (``tb_<commit>``), so every version runs in the same
+process, on the same inputs, in alternating windows (load from other processes hits them
+alike). The shapes are ``benchmarks/round_cost.py``'s ``small`` (``SGB(TwoLayerNet(10, 10),
+n_learners=8)``, batch 32) and ``slice`` (64 learners of ``TwoLayerNet(384, 10)``, batch
+256), at the defaults. Reports each version's fastest window and its median ratio to the
+first commit's, window by window.
+
+    OMP_NUM_THREADS=1 python benchmarks/versions.py fe9621e HEAD --shapes small slice
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def extract(commit: str, into: Path) -> str:
+    """``torchboost/`` at ``commit`` under ``into`` as package ``tb_<sha>``; its name."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", commit], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    name = f"tb_{sha}"
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "torchboost"],
+                             check=True, capture_output=True).stdout
+    folder = into / sha
+    folder.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    (folder / "torchboost").rename(folder / name)
+    for path in (folder / name).rglob("*.py"):
+        path.write_text(re.sub(r"\btorchboost\b", name, path.read_text()))
+    sys.path.insert(0, str(folder))
+    return name
+
+
+def round_of(module, shape: str):
+    """One default round of ``shape`` with ``module``'s SGB, past the monitor's warm-up."""
+    torch.manual_seed(0)
+    if shape == "small":
+        booster = module.SGB(lambda: module.TwoLayerNet(10, 10), n_learners=8)
+        x, y = torch.randn(32, 10), torch.randn(32)
+    else:
+        booster = module.SGB(lambda: module.TwoLayerNet(384, 10, activation="leaky_relu"),
+                             n_learners=64)
+        x, y = torch.randn(256, 384), torch.randn(256)
+    for _ in range(70):
+        booster.learn(x, y)
+    return lambda: booster.learn(x, y)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("commits", nargs="+", help="the first is the reference")
+    parser.add_argument("--shapes", nargs="+", default=["small", "slice"],
+                        choices=["small", "slice"])
+    parser.add_argument("--windows", type=int, default=21)
+    parser.add_argument("--seconds", type=float, default=0.3, help="per window")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # one batch repeated: the stall monitor rightly warns
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as scratch:
+        names = [extract(commit, Path(scratch)) for commit in args.commits]
+        modules = {name: importlib.import_module(name) for name in names}
+        for shape in args.shapes:
+            steps = {name: round_of(module, shape) for name, module in modules.items()}
+            times: dict[str, list[float]] = {name: [] for name in steps}
+            for _ in range(args.windows):
+                for name, step in steps.items():
+                    calls, start = 0, time.perf_counter()
+                    while time.perf_counter() - start < args.seconds:
+                        step()
+                        calls += 1
+                    times[name].append((time.perf_counter() - start) / calls)
+            first = names[0]
+            for name in names:
+                ratios = sorted(a / b for a, b in zip(times[name], times[first], strict=True))
+                print(f"{shape:6s} {name:12s} fastest {min(times[name]) * 1e6:8.0f} us   "
+                      f"vs {first}: {ratios[len(ratios) // 2]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
