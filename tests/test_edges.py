@@ -361,21 +361,13 @@ def test_an_interrupt_at_the_end_of_a_round_changes_nothing(where, monkeypatch):
     state = copy.deepcopy(booster.state_dict())
     epochs = [s.last_epoch for s in booster.learners.schedulers]
     if where == "after the schedules":
-        original = booster.learners.schedules_stepped
+        original = booster.learners.step_schedules
 
-        def interrupted(index=None):
-            class Then:
-                def __enter__(self):
-                    self.inner = original(index)
-                    self.inner.__enter__()
+        def interrupted(index=None):  # an interrupt once they stepped
+            original(index)
+            raise KeyboardInterrupt
 
-                def __exit__(self, *error):  # an interrupt at the block's end
-                    interrupt = KeyboardInterrupt()
-                    self.inner.__exit__(KeyboardInterrupt, interrupt, None)
-                    raise interrupt
-            return Then()
-
-        monkeypatch.setattr(booster.learners, "schedules_stepped", interrupted)
+        monkeypatch.setattr(booster.learners, "step_schedules", interrupted)
     else:
         monkeypatch.setattr(booster.standardizer, "commit",
                             lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -386,6 +378,30 @@ def test_an_interrupt_at_the_end_of_a_round_changes_nothing(where, monkeypatch):
     assert [s.last_epoch for s in booster.learners.schedulers] == epochs
     assert_identical(booster.state_dict(), state)
     assert booster.rounds == 3
+
+
+def test_an_interrupt_after_the_first_rounds_commit_leaves_the_booster_as_built(monkeypatch):
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 4), n_learners=2)
+    fresh = copy.deepcopy(booster)
+    commit = booster.standardizer.commit
+
+    def interrupted_commit():  # the buffers sized and written, then an interrupt
+        commit()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(booster.standardizer, "commit", interrupted_commit)
+    x = torch.randn(16, 3) * 5 + 3
+    with pytest.raises(KeyboardInterrupt):
+        booster.learn(x, x[:, 0])
+    monkeypatch.undo()
+    assert not booster.standardizer.started and booster.rounds == 0
+    assert_identical(booster.state_dict(), fresh.state_dict())
+    torch.manual_seed(1)
+    booster.learn(x, x[:, 0])  # the next round is a first round again, as for the fresh one
+    torch.manual_seed(1)
+    fresh.learn(x, x[:, 0])
+    assert_identical(booster.state_dict(), fresh.state_dict())
 
 
 def test_red_team_stream_states_and_labels():
@@ -401,4 +417,20 @@ def test_red_team_stream_states_and_labels():
     for labels in (y.to_sparse(), torch.nested.nested_tensor([y[:3], y[3:]])):
         with pytest.raises(ValueError, match="labels must be a dense tensor"):
             booster.learn(x, labels)
+    assert booster.rounds == 0
+
+
+@pytest.mark.parametrize("booster_class", ["SGB", "ResidualSGB"])
+@pytest.mark.parametrize("column", ["features", "labels"])
+def test_values_too_large_to_standardise_are_refused_by_name(booster_class, column):
+    import torchboost
+
+    torch.manual_seed(0)
+    booster = getattr(torchboost, booster_class)(lambda: TwoLayerNet(3, 4).double(), n_learners=2)
+    state = copy.deepcopy(booster.state_dict())
+    x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    (x[:, 1] if column == "features" else y)[0] = 1e300
+    with pytest.raises(ValueError, match=f"the {column} are too large to standardise"):
+        booster.learn(x, y)
+    assert_identical(booster.state_dict(), state)
     assert booster.rounds == 0

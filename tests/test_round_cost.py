@@ -49,10 +49,10 @@ def test_a_default_round_reads_the_device_once():
     ops, syncs = _cost(_small(), x, y)
     assert syncs == 1
     # issue 46: 676 operations and 5 syncs before the round's checks were deferred and its
-    # arithmetic trimmed (585 after, 621 with the prediction bounds of issue 47); 250 is the
-    # goal (the same-size network with fused Adam: ~120, of which 4 "syncs" are fused Adam
-    # reading its step counts on a CPU)
-    assert ops <= 625
+    # arithmetic trimmed (585 after, 621 with the prediction bounds of issue 47, 634 with the
+    # standardiser's overflow check); 250 is the goal (the same-size network with fused Adam:
+    # ~120, of which 4 "syncs" are fused Adam reading its step counts on a CPU)
+    assert ops <= 634
 
 
 def test_a_stacked_round_costs_the_same_operations_for_any_number_of_learners():

@@ -25,8 +25,8 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -315,10 +315,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
         labels = z  # in the user's units, for :meth:`round_scores`
         with self._transaction(self, self.learners, self.stepping_learner()) as round_:
             if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
-                started = self.standardizer.started  # its commit is in place: restorable
                 x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
-                if not started:  # the first batch sizes its buffers: only once all succeeded
-                    round_.on_commit(self.standardizer.commit)
+                if not self.standardizer.started:  # the first batch sizes its buffers
+                    round_.on_rollback(self.standardizer.forget)
             # the learners this round trains run at their learning point (schedule-free:
             # :mod:`~torchboost.learners.averaging`), every other forward at the averaged weights
             with self.learners.learning_point(self.stepping_learner()):
@@ -333,43 +332,32 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
                 round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
                 checks.settle()  # every check of the round so far, read once
             self.after_step(plan.h, plan.partials, z)
-            # the monitor's plain state is put back if its warning (made an error) or anything
-            # after it raises; the schedules step last, their state being plain Python too
-            with (self.stall.all_or_nothing() if self.stall is not None else nullcontext()):
-                if self.stall is not None:
-                    symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
-                                                 self.sync, self._round_size,
-                                                 self.learners.parameters)
-                    if symptoms and not self.stall.warned:  # one warning; the hint reads the
-                        # steps and the batch, so it is built only for the warning itself
-                        self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
-                                        self._stall_remedy())
-                # before the commits: the map reads the label statistics of the earlier batches
-                prediction = self.bounded(plan.prediction if self.standardizer is None
-                                          else to_user_units(plan.prediction))
-                counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
-                                              weights=plan.weights)
-                self._record_label_range(labels)
-                if self.standardizer is not None and started:
-                    self.standardizer.commit()
-                self._finish_round(counters, labels, plan.index)
-        return prediction
-
-    def _finish_round(self, counters: dict[str, Any], labels: Tensor,
-                      index: int | None) -> None:
-        """A round's plain Python state, last of all (its transaction restores tensors only):
-        the learning-rate schedules step, then the counters advance; if anything raises in
-        between (a scheduler, an interrupt), both are put back."""
-        if not self.learners.schedulers:  # the default: nothing to step
+            # the plain state set from here on is put back by the rollback actions (the
+            # transaction restores tensors): an interrupt anywhere leaves the round undone
+            round_.on_rollback(partial(self._set_plain, **{
+                name: vars(self).get(name) for name in _ROUND_COUNTERS}))
+            if self.stall is not None:
+                round_.on_rollback(self.stall.restorer())
+                symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
+                                             self.sync, self._round_size,
+                                             self.learners.parameters)
+                if symptoms and not self.stall.warned:  # one warning; the hint reads the
+                    # steps and the batch, so it is built only for the warning itself
+                    self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
+                                    self._stall_remedy())
+            # before the commits: the map reads the label statistics of the earlier batches
+            prediction = self.bounded(plan.prediction if self.standardizer is None
+                                      else to_user_units(plan.prediction))
+            counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
+                                          weights=plan.weights)
+            self._record_label_range(labels)
+            if self.standardizer is not None:
+                self.standardizer.commit()
+            if self.learners.schedulers:  # last but the counters, their state plain Python
+                round_.on_rollback(self.learners.schedules_restorer(plan.index))
+                self.learners.step_schedules(plan.index)
             self._set_plain(**counters, _round_labels=labels)
-            return
-        before = {name: vars(self).get(name) for name in (*counters, "_round_labels")}
-        try:
-            with self.learners.schedules_stepped(index):
-                self._set_plain(**counters, _round_labels=labels)
-        except BaseException:
-            self._set_plain(**before)
-            raise
+        return prediction
 
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``
@@ -443,6 +431,11 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, BoosterDiagnostics, Bo
         each name up in its parameters, buffers and submodules (about 1 µs a name; several
         names every round)."""
         vars(self).update(values)
+
+
+#: the plain attributes a round sets (:meth:`Booster._record_round`'s counters, the labels)
+_ROUND_COUNTERS = ("_round_fit", "compute_units", "samples_seen", "rounds", "input_shape",
+                   "_round_labels")
 
 
 def _check_grad_mode() -> None:

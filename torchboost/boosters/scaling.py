@@ -39,7 +39,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
+from torchboost.scalars import scalar
 
 __all__ = ["CONSTANT_TOLERANCE", "Moments", "RunningMoments", "Standardizer"]
 
@@ -154,6 +156,14 @@ class RunningMoments(nn.Module):
         if self.off_01 is not None and stats.off_01 is not None:
             self.off_01.copy_(stats.off_01)
 
+    def forget(self) -> None:
+        """Back to no batch added: count 0, statistics of size 0."""
+        empty = self.count.new_zeros(0)
+        self.count.zero_()
+        self.mean, self.sq_dev = empty, empty.clone()
+        if self.off_01 is not None:
+            self.off_01 = empty.clone()
+
     def state(self) -> Moments:
         """The stored statistics."""
         return Moments(self.count, self.mean, self.sq_dev, self.off_01)
@@ -211,10 +221,29 @@ class Standardizer(nn.Module):
         self._pending = [features]
         x = _standardize(x, *self.features.shift_and_scale(features))
         if self.labels is None:
+            self._require_finite_spread(features.sq_dev.sum(), x)
             return x, z, _identity
         labels = self.labels.updated(z, sync)
         self._pending.append(labels)
+        self._require_finite_spread(features.sq_dev.sum() + labels.sq_dev.sum(), x)
         return x, _standardize(z, *self.labels.shift_and_scale(labels)), self.outputs
+
+    def _require_finite_spread(self, sq_dev_sum: Tensor, x: Tensor) -> None:
+        """State that the squared deviations did not overflow float64, as a value of the
+        features' dtype (the round's other checks' dtype: no promotion of their sum): scaled
+        by 2⁻¹⁰²⁰, float64's largest number is about 16, so only an overflow is not finite."""
+        require_finite((sq_dev_sum * scalar(2.0 ** -1020, sq_dev_sum)).to(x.dtype),
+                       self._explain_overflow)
+
+    def _explain_overflow(self) -> None:
+        """Name the values whose spread float64 cannot hold (squared deviations past 1.8e308:
+        values beyond about 1e150), else return."""
+        for name, stats in zip(("features", "labels"), self._pending, strict=False):
+            if not bool(stats.sq_dev.isfinite().all()):
+                raise ValueError(
+                    f"the {name} are too large to standardise: their squared deviations "
+                    "overflow float64 (values beyond about 1e150). Rescale them (divide by "
+                    "a power of ten) or pass standardize=False")
 
     @property
     def started(self) -> bool:
@@ -226,6 +255,14 @@ class Standardizer(nn.Module):
         for moments, stats in zip((self.features, self.labels), self._pending, strict=False):
             moments.commit(stats)
         self._pending = []
+
+    def forget(self) -> None:
+        """Back to no statistics (buffers of size 0): undoes the first round's commit, which
+        a restored buffer copy cannot (it replaced the buffers by sized ones)."""
+        self._pending = []
+        for moments in (self.features, self.labels):
+            if moments is not None:
+                moments.forget()
 
     def inputs(self, x: Tensor) -> Tensor:
         """Features standardised with the current statistics (as given before any round)."""

@@ -46,8 +46,7 @@ loss's scale.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -203,18 +202,16 @@ class StallMonitor(nn.Module):
             return self.loss.value(scores, z)
         return (scores.argmax(-1) != z).to(torch.float64)
 
-    @contextmanager
-    def all_or_nothing(self) -> Iterator[None]:
-        """Inside a round: if the block raises (a stall warning turned into an error), the
-        monitor's plain state goes back to what it was (its sums are buffers, which the round's
-        transaction restores)."""
+    def restorer(self) -> Callable[[], None]:
+        """The action putting the monitor's plain state back as it is now, for a round's
+        transaction to run if the round fails (a stall warning turned into an error; its sums
+        are buffers, which the transaction restores itself)."""
         saved, window = self.get_extra_state(), self.last_window
-        try:
-            yield
-        except BaseException:
-            self.set_extra_state(saved)
-            self.last_window = window
-            raise
+        return lambda: self._restore(saved, window)
+
+    def _restore(self, saved: dict[str, object], window: dict[str, Tensor]) -> None:
+        self.set_extra_state(saved)
+        self.last_window = window
 
     def get_extra_state(self) -> dict[str, object]:
         return {"seen": self.seen, "in_window": self.in_window, "last_ratio": self.last_ratio,

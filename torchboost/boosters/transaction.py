@@ -13,12 +13,13 @@ parameter-group settings (:class:`LearnerSnapshot`: one multi-tensor copy into t
 round to round). Inside, the learners step through :meth:`RoundTransaction.step`, guarded by
 :func:`~torchboost.boosters.guards.guard_step` (a non-finite or absurd step raises
 :class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once the round
-has succeeded is registered with :meth:`RoundTransaction.on_commit` (the standardiser's new
-statistics). The learning-rate schedules step last in the round (a scheduler that raises puts
-them all back). If anything raises — a guard, a learner, a hook, ``KeyboardInterrupt`` — the
-buffers, the generators and the learners are restored bitwise (schedule-free learners at their
-averaged weights, :mod:`~torchboost.learners.averaging`) and nothing is committed; otherwise the
-commits run, in order.
+has succeeded happens last in its body; what a buffer copy cannot undo (the standardiser's
+buffers sized by the first batch) registers its undoing with :meth:`RoundTransaction.on_rollback`.
+The learning-rate schedules step last in the round (a scheduler that raises puts them all back).
+If anything raises — a guard, a learner, a hook, ``KeyboardInterrupt`` — the buffers, the
+generators and the learners are restored bitwise (schedule-free learners at their averaged
+weights, :mod:`~torchboost.learners.averaging`) and the rollback actions run; otherwise the
+round's whole commit already happened inside it.
 
 The learners' copy costs one pass over their parameters and optimizer state per round (Adam:
 one more ATen operation than before it, ``benchmarks/round_ops.py``); it replaced the guards'
@@ -50,8 +51,7 @@ unpickled booster walks its own tree.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, ValuesView
-from contextlib import contextmanager
+from collections.abc import Callable, ValuesView
 from itertools import chain
 from operator import attrgetter, is_
 from typing import Any, NamedTuple
@@ -227,7 +227,7 @@ class RoundTransaction:
         self._learners = LearnerSnapshot()
         #: the learners as they were before the current round (:meth:`LearnerSnapshot.take`)
         self._saved = LearnerState([], [], [], [], [], 0)
-        self._commits: list[Callable[[], None]] = []
+        self._rollbacks: list[Callable[[], None]] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # a copy keeps its own buffer copies
@@ -235,40 +235,52 @@ class RoundTransaction:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    @contextmanager
     def __call__(self, booster: nn.Module, learners: WeakLearners,
-                 index: int | None) -> Iterator[RoundTransaction]:
+                 index: int | None) -> RoundTransaction:
         """The round of ``booster``, which trains its ``learners`` (all, or learner ``index``
-        alone): restore the buffers, the learners and the random generators (the booster's
-        and torch's global ones) if the body raises, else run the registered commits."""
+        alone), as a ``with`` block: restore the buffers, the learners and the random
+        generators (the booster's and torch's global ones) and run the registered rollback
+        actions if the body raises. (A class's ``__exit__``, not a generator's: a generator
+        left suspended by an interrupt inside ``contextlib``'s exit would be closed later, and
+        its restore would then undo a round that had committed.)"""
+        self._round = (booster, learners, index)
+        return self
+
+    def __enter__(self) -> RoundTransaction:
+        booster, learners, index = self._round
         generator = vars(booster).get("generator")  # a plain attribute (no Module lookup miss)
-        state = generator.get_state() if isinstance(generator, torch.Generator) else None
-        global_rng = torch.get_rng_state()  # Dropout's masks, a learner's own draws
-        global_cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        saved = self._snapshot.take(booster)
+        self._generator = (generator, generator.get_state()) if isinstance(
+            generator, torch.Generator) else None
+        self._global_rng = torch.get_rng_state()  # Dropout's masks, a learner's own draws
+        self._global_cuda_rng = (torch.cuda.get_rng_state_all() if torch.cuda.is_initialized()
+                                 else None)
+        self._buffers = self._snapshot.take(booster)
         self._saved = self._learners.take(learners, index)
-        self._commits = []
-        try:
-            yield self
-        except BaseException:
-            RoundSnapshot.restore(saved)
-            LearnerSnapshot.restore(self._saved)
-            if state is not None:
-                generator.set_state(state)
-            torch.set_rng_state(global_rng)
-            if global_cuda_rng is not None:
-                torch.cuda.set_rng_state_all(global_cuda_rng)
-            raise
-        for commit in self._commits:
-            commit()
+        self._rollbacks = []
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: Any) -> None:
+        if kind is None:
+            return
+        RoundSnapshot.restore(self._buffers)
+        LearnerSnapshot.restore(self._saved)
+        if self._generator is not None:
+            self._generator[0].set_state(self._generator[1])
+        torch.set_rng_state(self._global_rng)
+        if self._global_cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self._global_cuda_rng)
+        for action in self._rollbacks:
+            action()
 
     def learners_had_state(self) -> bool:
         """Whether the optimizers this round steps held state before it (had stepped once)."""
         return any(self._saved.states)
 
-    def on_commit(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once the round has succeeded (never if it raises)."""
-        self._commits.append(action)
+    def on_rollback(self, action: Callable[[], None]) -> None:
+        """Run ``action`` if the round raises, after the buffers are restored: for a change
+        a buffer copy cannot undo (a buffer replaced by one of another size)."""
+        self._rollbacks.append(action)
 
     def step(self, learners: WeakLearners, outputs: Tensor, output_grad: Tensor,
              index: int | None, sync: Synchronizer | None) -> None:

@@ -157,7 +157,8 @@ class StepwiseOGB(AtomicLoad, nn.Module):
             grad = gradient(prediction)
             round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],
                         None, None)
-            self.container.step_schedules()  # last, as in a booster's round
+            round_.on_rollback(self.container.schedules_restorer())  # last, as in a booster
+            self.container.step_schedules()
         return prediction
 
     def _gradient(self, prediction: Tensor, y: Tensor) -> Tensor:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
+from itertools import repeat
 from typing import Any, Literal
 
 import torch
@@ -190,9 +193,10 @@ class WeakLearners(StackingProbe, nn.Module):
         try:  # eval() inside: an interrupt during it still restores every module's mode
             self.eval()
             yield
-        finally:
-            for module, mode in zip(modules, modes, strict=True):
-                module.training = mode
+        finally:  # every flag at once, in C (``nn.Module`` keeps it in ``__dict__``): Python
+            # checks for a Ctrl-C between its own instructions only, so an interrupt lands
+            # before or after, never between two modules (tests/test_interrupt_campaign.py)
+            deque(map(dict.__setitem__, map(vars, modules), repeat("training"), modes), maxlen=0)
             if self.engine is not engine:  # the auto-mode probe rebuilt the learners as a loop
                 self.train(modes[0])
 
@@ -232,26 +236,26 @@ class WeakLearners(StackingProbe, nn.Module):
     def step_schedules(self, index: int | None = None) -> None:
         """Step the learning-rate schedulers once: every optimizer's, or only learner
         ``index``'s (a stage of stagewise boosting: each learner's schedule runs during its own
-        stage). Boosters call this last in a round; if a scheduler raises (``OneCycleLR`` past
-        its ``total_steps``, a user's ``LambdaLR``), every scheduler is put back as it was and
-        the round's transaction restores the rest."""
-        with self.schedules_stepped(index):
-            pass
-
-    @contextmanager
-    def schedules_stepped(self, index: int | None = None) -> Iterator[None]:
-        """:meth:`step_schedules` on entry, and every stepped scheduler put back as it was if
-        the block raises too (a round's last book-keeping, interrupted)."""
-        chosen = [] if not self.schedulers else (
-            self.schedulers if index is None else [self.schedulers[index]])
-        saved = _scheduler_attributes(chosen)
+        stage). Boosters call this last in a round, having registered :meth:`schedules_restorer`
+        with the round's transaction; if a scheduler raises (``OneCycleLR`` past its
+        ``total_steps``, a user's ``LambdaLR``), every scheduler is put back as it was."""
+        restore = self.schedules_restorer(index)
         try:
-            for scheduler in chosen:
+            for scheduler in self._chosen_schedulers(index):
                 scheduler.step()
-            yield
         except BaseException:  # a schedule shorter than the stream, a user's lambda: as it was
-            _restore_attributes(saved)
+            restore()
             raise
+
+    def schedules_restorer(self, index: int | None = None) -> Callable[[], None]:
+        """The action putting the schedulers :meth:`step_schedules` steps back as they are now
+        (for a round's transaction to run if the round fails after they stepped)."""
+        return partial(_restore_attributes, _scheduler_attributes(self._chosen_schedulers(index)))
+
+    def _chosen_schedulers(self, index: int | None) -> list[Any]:
+        if not self.schedulers:
+            return []
+        return self.schedulers if index is None else [self.schedulers[index]]
 
     def _check_learning_point(self, index: int | None) -> None:
         """A schedule-free optimizer steps only from its learning point (its train mode)."""
@@ -413,3 +417,4 @@ def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.M
     ):
         raise ValueError("weak learners share parameters; each learner needs its own module")
     return modules
+
