@@ -34,11 +34,11 @@ from torch import nn
 from torchboost import SGB, ConvNet, SingleLearner
 from torchboost.boosters import Booster
 from torchboost.data import load_mnist
+from torchboost.data.folder import add_data_dir_option
 from torchboost.harness.plotting import save_figure
 from torchboost.lightning import evaluate_held_out
 
 ROOT = Path(__file__).resolve().parents[1]
-MNIST = ROOT.parent / "shared" / "data" / "mnist"
 OUT = ROOT / "experiments" / "results" / "newton_targets"
 
 LEARNERS: dict[str, tuple[Callable[[], nn.Module], float]] = {
@@ -61,7 +61,7 @@ def methods(kind: str) -> dict[str, Callable[[], Booster]]:
 
     out: dict[str, Callable[[], Booster]] = {
         "single": lambda: SingleLearner(factory, "softmax", **common),
-        "gradient": sgb(),
+        "gradient": sgb(targets="gradient"),  # the paper's (the library's default: Newton)
     }
     for step in (0.25, 0.5, 1.0):
         for floor in (1e-3, 1e-2, 5e-2):
@@ -108,14 +108,14 @@ def plot(results: dict[str, dict[str, dict[str, object]]], out: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=MNIST, help="folder with the MNIST files")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    data = load_mnist(str(args.root))
+    data = load_mnist()  # the data folder's mnist/
     results: dict[str, dict[str, dict[str, object]]] = {}
     for kind in args.learners:
         results[kind] = {}

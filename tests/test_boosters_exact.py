@@ -66,7 +66,9 @@ def test_sgb_running_mean_y0():
 
 def test_sgb_default_step_is_theorem_5_1_with_unit_edge():
     assert SGB(linear_learners([[1.0]]), "squared").step == 0.25
-    assert SGB(linear_learners([[1.0]]), "logistic").step == 1.0
+    assert SGB(linear_learners([[1.0]]), "logistic", targets="gradient").step == 1.0
+    newton = SGB(linear_learners([[1.0]]), "logistic")  # the default for classification
+    assert (newton.targets, newton.step) == ("newton", 0.5)
     with pytest.raises(ValueError, match="not smooth"):
         SGB(linear_learners([[1.0]]), "hinge")
 

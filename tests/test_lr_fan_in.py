@@ -141,7 +141,7 @@ def test_newton_targets_scale_linear_learners_rate_by_the_ensembles_speed():
     assert [g["lr"] for g in deep.learners.optimizers[0].param_groups] == pytest.approx(
         [DEFAULT_LR * 64 / 100, DEFAULT_LR])  # the fan-in rule alone
     assert "lr_output_scale" not in deep.config()
-    for other in (SGB(linear, "softmax", n_outputs=3, n_learners=20),
+    for other in (SGB(linear, "softmax", n_outputs=3, n_learners=20, targets="gradient"),
                   SGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton",
                       optimizer_kwargs={"lr": 0.01}),
                   StagewiseGB(linear, "softmax", n_outputs=3, n_learners=20, targets="newton")):

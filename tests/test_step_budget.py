@@ -28,8 +28,10 @@ def test_the_default_step_is_the_papers_capped_at_the_budget_over_n(n, squared, 
     assert SGB(_net, "logistic", targets="newton", n_learners=n).step == newton
     # gradient targets: N·η·β ≤ 6, so logistic (β = ¼, η = 1) and softmax (β = ½, η = ½) are
     # capped from N = 24 on, as squared loss is
-    assert SGB(_net, "logistic", n_learners=n).step == min(1.0, 24.0 / n)
-    assert SGB(_net, "softmax", n_outputs=3, n_learners=n).step == min(0.5, 12.0 / n)
+    assert SGB(_net, "logistic", targets="gradient", n_learners=n).step == min(1.0, 24.0 / n)
+    assert SGB(_net, "softmax", n_outputs=3, targets="gradient", n_learners=n
+               ).step == min(0.5, 12.0 / n)
+    assert SGB(_net, "softmax", n_outputs=3, n_learners=n).step == newton  # Newton by default
 
 
 def test_an_explicit_step_a_learned_step_and_stagewise_gb_keep_the_papers():

@@ -28,7 +28,8 @@ class SGB(GradientBoosting):
     Update (lines 10–13): learner ``i`` takes one optimizer step on ``‖∇ℓ(y^{i−1}) − h_i(x)‖²`` —
     the gradient at the *previous* partial sum is its regression target.
 
-    Two options go beyond the paper (both off by default):
+    Two options go beyond the paper (the first is the default for classification losses, the
+    second off by default):
 
     * ``targets="newton"``: learner ``i`` fits the diagonal Newton direction ``g / w`` at
       ``y^{i−1}`` by least squares weighted by ``w = max(H, hessian_floor)``, ``H`` the loss's
@@ -38,6 +39,8 @@ class SGB(GradientBoosting):
       stream. The learner's loss is ``mean_b Σ_k w_k (g_k / w_k − h_k)²``, whose gradient
       ``2 (w h − g) / B`` stays bounded where ``H → 0``. For squared loss ``H = 1``, so Newton
       targets equal gradient targets. Needs a loss with a Hessian (not absolute or hinge).
+      The default for logistic and softmax losses (:func:`~torchboost.boosters.
+      gradient_boosting.default_targets`); the paper's Alg. 1 is ``targets="gradient"``.
     * ``step="learned"``: each ``η_i`` is learned online from the booster's own loss at the
       partial sum it produces, ``ℓ(y^i) = ℓ(y^{i−1} − η_i h_i)``, whose derivative is
       ``∂ℓ(y^i)/∂η_i = −∇ℓ(y^i) · h_i`` in closed form (no autograd across learners). The rule
@@ -58,7 +61,8 @@ class SGB(GradientBoosting):
             learners on gradient targets and N = 12 on Newton targets (all N learners move at
             once in a round; with the paper's η one pass of 64 learners ended more than 10 %
             behind on three of six streams, of 128 on all six: ``experiments/step_budget.py``).
-        targets: ``"gradient"`` (the paper, default) or ``"newton"``.
+        targets: ``"gradient"`` (the paper) or ``"newton"``; default: Newton for logistic and
+            softmax losses, gradient otherwise.
         hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
         step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
         standardize: scale-free training (:mod:`~torchboost.boosters.scaling`, default on):
@@ -100,7 +104,7 @@ class SGB(GradientBoosting):
     step_budget = STEP_BUDGET
 
     def __init__(self, learners: Any, loss: Any = "squared", *,
-                 step: float | Literal["learned"] | None = None, targets: Targets = "gradient",
+                 step: float | Literal["learned"] | None = None, targets: Targets | None = None,
                  hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
                  standardize: bool = True, **kwargs: Any) -> None:
         learned = step == "learned"

@@ -91,11 +91,13 @@ def streaming_variants() -> tuple[str, ...]:
 def _sgb(i: MethodInputs, **options: Any) -> SGB:
     """An SGB variant at the configuration's step, or the paper's (¼ for squared loss, ½ for
     Newton targets) for every N: the variants are defined by their step, which the library's
-    default caps for many learners (``STEP_BUDGET``)."""
+    default caps for many learners (``STEP_BUDGET``), and by their targets (the paper's
+    gradient targets unless named: the library's default is Newton for classification)."""
     n, loss = i.config.n_learners, i.config.loss
+    options.setdefault("targets", "gradient")
     if "step" not in options:
         options["step"] = (i.config.step if i.config.step is not None else
-                           paper_step(get_loss(loss), options.get("targets", "gradient")))
+                           paper_step(get_loss(loss), options["targets"]))
     return SGB(i.factory, loss, n_learners=n, lr_scheduler=i.schedule,
                chained=i.config.learner.chained, **options, **i.common)
 
@@ -111,6 +113,9 @@ register_method(MethodSpec("deep", "single", lambda i: SingleLearner(
 
 
 def _gb(i: MethodInputs, **options: Any) -> StagewiseGB:
+    """Stagewise GB at the configuration's step, on gradient targets unless named (Friedman's;
+    the library's default is Newton for classification)."""
+    options.setdefault("targets", "gradient")
     return StagewiseGB(i.factory, i.config.loss, n_learners=i.config.n_learners,
                        step=i.config.step, lr_scheduler=i.schedule,
                        chained=i.config.learner.chained, **options, **i.common)
