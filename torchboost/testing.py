@@ -1,5 +1,7 @@
 """Conformance checks for boosters, in the style of river's ``check_estimator``: every contract
-the library promises, run on any registered booster (:mod:`torchboost.boosters.registry`).
+the library promises, run on any registered booster (:mod:`torchboost.boosters.registry`); and
+:func:`~torchboost.learner_check.check_learner` for a user's learner
+(:mod:`torchboost.learner_check`).
 
 >>> from torchboost.boosters.registry import BOOSTERS
 >>> check_booster(BOOSTERS["sgb"])   # raises AssertionError naming the broken contract
@@ -47,6 +49,7 @@ from torch import Tensor, nn
 from torchboost.boosters.base import Booster
 from torchboost.boosters.guards import DivergenceError
 from torchboost.boosters.registry import BoosterSpec
+from torchboost.learner_check import check_learner
 
 __all__ = [
     "CHECKS",
@@ -58,6 +61,7 @@ __all__ = [
     "check_export_equals_predict",
     "check_failed_round_restores_everything",
     "check_learn_returns_scores",
+    "check_learner",
     "check_options_are_recorded",
     "check_raise_anywhere_restores_everything",
     "check_schedule_steps_once_per_round",
