@@ -40,7 +40,7 @@ def measure(path: str, name: str, epochs: int, batch_size: int = 64) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--path", default=KEGG)
     parser.add_argument("--name", default="keggundirected")
     parser.add_argument("--epochs", type=int, default=20, help="gb_max_epochs")

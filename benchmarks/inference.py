@@ -60,7 +60,7 @@ def measure(n: int, seconds: float, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=3.0, help="per method and N")
     parser.add_argument("--repeats", type=int, default=5)

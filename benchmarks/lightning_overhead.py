@@ -223,7 +223,7 @@ def measure(passes: int = 5, repeats: int = 5, device: str = "cpu",
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:<i>")

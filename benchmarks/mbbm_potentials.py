@@ -158,7 +158,7 @@ def table(rows: list[dict], learn: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--warmup", type=int, default=2000, help="rounds before 'warm' timing")
     parser.add_argument("--rounds", type=int, default=200, help="rounds timed (cold and warm)")
     parser.add_argument("--cost-rounds", type=int, default=20,

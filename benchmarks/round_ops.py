@@ -95,7 +95,7 @@ def report(n: int, standardize: bool = False, adam: bool = True) -> dict[str, An
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--n", type=int, nargs="+", default=[64])
     parser.add_argument("--standardize", action="store_true")
     parser.add_argument("--schedule-free", action="store_true",

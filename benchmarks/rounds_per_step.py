@@ -55,7 +55,7 @@ def measure(rounds: int, repeats: int, dataset: str = "abalone") -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=8, help="rounds per step of the grouped runs")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dataset", default="abalone")

@@ -83,7 +83,7 @@ def measure(n_learners: Sequence[int] = (8, 64, 256), device: str = "cpu", *,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--n", type=int, nargs="+", default=[8, 64, 256])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--window", type=float, default=0.2, help="seconds per timing window")

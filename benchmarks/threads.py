@@ -50,7 +50,7 @@ def _round(factory, shape, n: int, batch: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--seconds", type=float, default=0.6, help="per shape, thread count "
                                                                    "and window")
     parser.add_argument("--repeats", type=int, default=5)

@@ -189,7 +189,7 @@ def compile_speedups(ns: list[int], device: str, min_seconds: float,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 64, 256])
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=2.0,

@@ -65,7 +65,7 @@ def round_of(module, shape: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("commits", nargs="+", help="the first is the reference")
     parser.add_argument("--shapes", nargs="+", default=["small", "slice"],
                         choices=["small", "slice"])

@@ -47,6 +47,7 @@ from torch import Tensor
 
 from torchboost import SGB
 from torchboost.boosters.gradient_boosting import paper_step
+from torchboost.data.folder import add_data_dir_option, dataset_path
 from torchboost.harness import DATASETS, ExperimentConfig, LearnerConfig
 from torchboost.harness.driver import prepare_data, run_comparison
 from torchboost.learners.chained import chainable
@@ -54,7 +55,6 @@ from torchboost.lightning.module import quiet_streaming_notices
 from torchboost.losses import get_loss
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "chained_probes"
 
 
@@ -90,7 +90,7 @@ def run(name: str, chained: bool, every: int | None, seed: int, matched: bool = 
     """One pass of one variant; ``matched``: plain learners with a chained one's parameters;
     ``overrides``: of the data set's configuration (its learner, ``n_learners``)."""
     spec = DATASETS[name]
-    path = str(SHARED / spec.shared_path) if spec.shared_path else None  # ABALONE is bundled
+    path = None if spec.bundled else str(dataset_path(name))  # ABALONE is bundled
     config = ExperimentConfig.for_dataset(name, path, max_train=8000, **overrides)
     data = prepare_data(config)
     m = config.n_outputs
@@ -140,7 +140,7 @@ def classification(seeds: int) -> str:
 
     def comparison(regime: str, passes: int, kind: str, methods: list[str]) -> dict[str, Any]:
         config = ExperimentConfig.for_dataset(
-            "mnist", str(SHARED / "mnist"), max_train=8000, max_passes=passes,
+            "mnist", str(dataset_path("mnist")), max_train=8000, max_passes=passes,
             one_pass=regime == "one_pass", fixed_budget=True, optimizer="schedule_free",
             schedule="constant", lr_grid=[3e-2, 1e-1, 3e-1], lr_fan_in=64.0,
             grid_extensions=2, seeds=seeds, eval_points=4, n_learners=16,
@@ -204,7 +204,8 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--datasets", nargs="+",
                         default=["abalone", "adult", "keggundirected", "kin40k", "pol",
                                  "protein"])

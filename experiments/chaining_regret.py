@@ -281,7 +281,7 @@ def plot(results: dict, folder: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="small smoke run (about a minute)")
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "chaining_regret")

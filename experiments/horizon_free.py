@@ -467,7 +467,7 @@ def write_merged(path: Path, results: list[dict[str, Any]],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     add_run_arguments(parser, STREAMS, seeds=6, out=OUT)
     parser.add_argument("--methods", nargs="+", default=None,
                         help="only these methods (names as in results.json)")

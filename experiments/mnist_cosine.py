@@ -31,13 +31,15 @@ import torch
 from torchboost import SGB, ConvNet, cosine_schedule, decay_schedule
 from torchboost.boosters.default_lr import ADAM_LR, DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.data import load_mnist
+from torchboost.data.folder import add_data_dir_option
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "mnist_cosine"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--passes", type=int, default=10)
     parser.add_argument("--defaults", action="store_true",
                         help="the library's defaults: schedule-free learners, no schedule")
@@ -51,7 +53,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    ds = load_mnist(ROOT.parent / "shared" / "data" / "mnist")
+    ds = load_mnist()
     torch.manual_seed(args.seed)
     rounds = args.passes * math.ceil(len(ds.y_train) / 64)
     options: dict = ({} if args.defaults else

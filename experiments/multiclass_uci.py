@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from torchboost.data import Dataset, load_balance, load_mnist, load_mushroom
+from torchboost.data.folder import add_data_dir_option, data_dir
 from torchboost.learners import TwoLayerNet, WeakLearners
 from torchboost.multiclass import (
     AdaboostOLM,
@@ -58,7 +59,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "multiclass_uci"
 GAMMAS = (0.3, 0.1, 0.05, 0.01, 0.001)
 METHODS = ("DT", "OLB", "AdaOLM", *(f"MB {g:g}".replace("0.", ".") for g in GAMMAS))
@@ -116,12 +116,12 @@ def quick(config: Config) -> Config:
 
 
 def load(name: str) -> Dataset:
-    multiclass = DATA / "multiclass"
+    multiclass = data_dir() / "multiclass"
     if name == "balance":
         return load_balance(multiclass / "balance-scale_onehot.csv")
     if name == "mushroom":
         return load_mushroom(multiclass / "mushroom_keel.csv.gz")
-    return load_mnist(DATA / "mnist")
+    return load_mnist()
 
 
 def whole_stream(ds: Dataset, limit: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -308,7 +308,8 @@ def figures(results: dict, folder: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--quick", action="store_true", help="smoke run (about a minute)")
     parser.add_argument("--datasets", nargs="*", default=[c.name for c in DATASETS],
                         choices=[c.name for c in DATASETS])

@@ -48,9 +48,9 @@ from torch import nn
 
 from torchboost import SGB, ConvNet, SingleLearner
 from torchboost.data import Dataset, load_balance, load_mnist, load_mushroom
+from torchboost.data.folder import add_data_dir_option, dataset_path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "newton_defaults"
 RUNS = [("balance", "linear"), ("mushroom", "linear"), ("synthetic_12_5", "linear"),
         ("synthetic_16_3", "linear"), ("mnist", "linear"), ("mnist_10k", "conv")]
@@ -69,11 +69,11 @@ def synthetic(d: int, k: int, noise: float, n: int = 20000, seed: int = 0) -> Da
 
 def load(name: str) -> Dataset:
     if name == "balance":
-        return load_balance(DATA / "multiclass" / "balance-scale_onehot.csv")
+        return load_balance(dataset_path("balance"))
     if name == "mushroom":
-        return load_mushroom(DATA / "multiclass" / "mushroom_keel.csv.gz")
+        return load_mushroom(dataset_path("mushroom"))
     if name.startswith("mnist"):
-        ds = load_mnist(DATA / "mnist")
+        ds = load_mnist()
         if name == "mnist_10k":
             ds = Dataset(name, ds.x_train[:10000], ds.y_train[:10000], ds.x_test[:2000],
                          ds.y_test[:2000], ds.task, ds.n_classes)
@@ -118,7 +118,8 @@ def run(name: str, kind: str, variant: str, seed: int, passes: int) -> list[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--mnist-seeds", type=int, default=2)
     parser.add_argument("--passes", type=int, default=3)

@@ -1,7 +1,7 @@
 """Relative improvement in squared loss of OGB (Alg. 1) and ConvexHullOGB (Alg. 2) over their
 base learner — the analogue of the OGB paper's results table (Beygelzimer et al. 2015, Sec. 5).
 
-    python experiments/ogb_improvement.py          # the four regression streams of ../shared/data
+    python experiments/ogb_improvement.py          # the four regression streams of the data folder
     python experiments/ogb_improvement.py --rows 4000   # a smoke run
     python experiments/ogb_improvement.py --kinds stumps   # rerun one kind, merge into the JSON
 
@@ -34,10 +34,10 @@ from torch import Tensor, nn
 
 from torchboost import OGB, Booster, ConvexHullOGB, SingleLearner, StumpRegressor, TwoLayerNet
 from torchboost.data import DataStream, load_csv_regression
+from torchboost.data.folder import add_data_dir_option, dataset_path
 from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "regression"
 OUT = ROOT / "experiments" / "results" / "ogb_improvement"
 STREAMS = ("pol", "kin40k", "protein", "keggundirected")
 KINDS = ("linear", "stumps", "net")
@@ -83,7 +83,7 @@ def build(method: str, kind: str, d: int, lr: float | None, n: int) -> Booster:
 
 def run_stream(name: str, rows: int, kinds: Sequence[str], rates: Sequence[float | None]
                ) -> dict:
-    ds = load_csv_regression(DATA / f"{name}.csv.gz", test_fraction=0.0001, seed=0)
+    ds = load_csv_regression(dataset_path(name), test_fraction=0.0001, seed=0)
     order = torch.randperm(len(ds.x_train), generator=torch.Generator().manual_seed(0))
     x, y = ds.x_train[order], ds.y_train[order]
     x, y = x[:rows], y[:rows]
@@ -109,7 +109,8 @@ def run_stream(name: str, rows: int, kinds: Sequence[str], rates: Sequence[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--rows", type=int, default=16000,
                         help="rows per stream (first half tunes, second half reports)")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),

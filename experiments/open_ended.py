@@ -86,7 +86,7 @@ def run(name: str, label: str, factory: Any, passes: int, max_train: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--streams", nargs="*", default=list(STREAMS))
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--max-train", type=int, default=8000)

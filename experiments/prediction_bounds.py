@@ -3,15 +3,16 @@ to break": ``bound_predictions``, on by default).
 
     OMP_NUM_THREADS=1 python experiments/prediction_bounds.py      # ~5 min on one core
 
-Every stream of the shared data folder's ``regression/`` (kin40k, protein, pol,
-keggundirected: numeric CSVs, target last) is read **in its file order**, its first 90 % as
-a one-pass stream (batch 32) and its last 10 % as the test rows, so that the test rows may lie
-outside what the stream showed (a temporal split, not a shuffled one). On each, SGB at the
-library's defaults, ``SGB(TwoLayerNet(d, 10, activation=a), n_learners=16)``, with the
-default sigmoid learners and with ReLU learners, each with the bound (default) and without
-(``bound_predictions=False``), same seed. Reported, in units of the test labels' variance:
-the prequential MSE over the stream (the predictions ``learn`` returned before each update) and
-the test MSE after the pass. Writes ``experiments/results/prediction_bounds/results.json`` and
+Every stream of the data folder's ``regression/`` (``--data-dir``, ``docs/guide/data.md``:
+kin40k, protein, pol, keggundirected; numeric CSVs, target last) and abalone (bundled) is read
+**in its file order**, its first 90 % as a one-pass stream (batch 32) and its last 10 % as the
+test rows, so that the test rows may lie outside what the stream showed (a temporal split, not a
+shuffled one). On each, SGB at the library's defaults, ``SGB(TwoLayerNet(d, 10, activation=a),
+n_learners=16)``, with the default sigmoid learners and with ReLU learners, each with the bound
+(default) and without (``bound_predictions=False``), same seed. Reported, in units of the test
+labels' variance: the prequential MSE over the stream (the predictions ``learn`` returned before
+each update) and the test MSE after the pass. Writes
+``experiments/results/prediction_bounds/results.json`` and
 ``docs/figures/prediction_bounds/bounds.png`` (one panel per metric, bars per stream).
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import time
 from pathlib import Path
 
@@ -28,22 +28,30 @@ import numpy as np
 import torch
 
 from torchboost import SGB, TwoLayerNet
+from torchboost.data.folder import add_data_dir_option, dataset_path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("TORCHBOOST_DATA", ROOT.parent / "shared" / "data"))
 OUT = ROOT / "experiments" / "results" / "prediction_bounds"
 FIGURE = ROOT / "docs" / "figures" / "prediction_bounds" / "bounds.png"
-STREAMS = ("kin40k", "protein", "pol", "keggundirected")
+STREAMS = ("kin40k", "protein", "pol", "keggundirected", "abalone")
 VARIANTS = {"sigmoid": ("sigmoid", True), "sigmoid, unbounded": ("sigmoid", False),
             "relu": ("relu", True), "relu, unbounded": ("relu", False)}
 
 
 def read(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stream's rows in file order: features ``(n, d)`` and targets ``(n,)``."""
-    path = DATA / "regression" / f"{name}.csv.gz"
-    if not path.exists():
-        raise SystemExit(f"{path} not found: put the shared data folder's regression/ files "
-                         "there, or point TORCHBOOST_DATA at a folder that has them")
+    """The stream's rows in file order: features ``(n, d)`` and targets ``(n,)`` (abalone:
+    the copy bundled with the library, ``sex`` one-hot)."""
+    if name == "abalone":
+        rows = np.genfromtxt(ROOT / "torchboost" / "datasets" / "abalone.csv", delimiter=",",
+                             skip_header=1, dtype=None, encoding="utf-8")
+        sex = np.array([[row[0] == s for s in "MFI"] for row in rows], dtype=np.float32)
+        numbers = np.array([list(row)[1:] for row in rows], dtype=np.float32)
+        features = np.concatenate([sex, numbers[:, :-1]], axis=1)
+        return torch.from_numpy(features), torch.from_numpy(numbers[:, -1])
+    try:
+        path = dataset_path(name)
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from None
     with gzip.open(path, "rt") as f:
         table = np.loadtxt(f, delimiter=",", dtype=np.float32)
     return torch.from_numpy(table[:, :-1]), torch.from_numpy(table[:, -1])
@@ -96,7 +104,8 @@ def plot(results: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -25,13 +25,13 @@ import torch
 from torch import nn
 
 from torchboost import SGB, TwoLayerNet
+from torchboost.data.folder import add_data_dir_option, dataset_path
 from torchboost.harness.configs import ExperimentConfig
 from torchboost.harness.driver import prepare_data
 from torchboost.harness.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "regret_vs_n"
-DATA = ROOT.parent / "shared" / "data" / "regression" / "keggundirected.csv.gz"
 #: ``--optimizer``: plain Adam at 3e-3 (the stored ``regret_vs_n.json``), or the library's
 #: default optimizer, schedule-free AdamW at the default rule (``regret_vs_n_default.json``)
 OPTIMIZERS: dict[str, dict] = {"adam": {"optimizer": torch.optim.Adam,
@@ -66,15 +66,18 @@ def average_regret(booster: SGB, reference: nn.Module, stream) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=None, help="the CSV (default: the data folder's "
+                        "regression/keggundirected.csv.gz)")
     parser.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
                         help="the learners' optimizer: plain Adam at 3e-3 (the stored results) "
                              "or the library's default (no rate; regret_vs_n_default.*)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    config = ExperimentConfig.for_dataset("csv", args.data, name="keggundirected",
+    path = args.data or str(dataset_path("keggundirected"))
+    config = ExperimentConfig.for_dataset("csv", path, name="keggundirected",
                                           max_train=5000 if args.quick else None, batch_size=32)
     data = prepare_data(config)
     reference = train_reference(data.x_train, data.y_train, 2 if args.quick else 10, seed=0)

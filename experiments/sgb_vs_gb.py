@@ -4,7 +4,7 @@ a deep network, in a comparison a sceptic accepts: the SGB paper's Table 1 with 
     python experiments/sgb_vs_gb.py                      # every data set available here
     python experiments/sgb_vs_gb.py --datasets abalone adult --quick   # smoke run, into quick/
     python experiments/sgb_vs_gb.py --table              # rebuild table + figure from results
-    python experiments/sgb_vs_gb.py --slice DIR/slice_localization_data.csv --year DIR/Year...txt
+    python experiments/sgb_vs_gb.py --data-dir DIR       # the data folder (docs/guide/data.md)
 
 Every method gets the same chances (:func:`torchboost.harness.driver.run_comparison`):
 
@@ -61,6 +61,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 
+from torchboost.data.folder import LAYOUT, add_data_dir_option, data_dir
 from torchboost.harness import DATASETS, METHODS, ExperimentConfig
 from torchboost.harness.cli import format_summary
 from torchboost.harness.driver import run_comparison
@@ -68,7 +69,6 @@ from torchboost.harness.methods import methods_of_kind, streaming_variants
 from torchboost.lightning.module import quiet_streaming_notices
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "experiments" / "results" / "sgb_vs_gb"
 #: where ``--chained`` writes: the same comparison with chained learners
 CHAINED = ROOT / "experiments" / "results" / "sgb_vs_gb_chained"
@@ -80,14 +80,13 @@ SETTINGS = {"schedule_free": ("schedule_free", "constant"), "adam": ("adam", "co
 
 
 def configs(args: argparse.Namespace) -> list[tuple[str, str, ExperimentConfig]]:
-    """``(regime, setting, config)`` for every data set found (the shared data folder, the
-    bundled ABALONE, ``--slice`` / ``--year``) and ``--datasets``, each with its spec's
+    """``(regime, setting, config)`` for every data set found (the data folder, ``--data-dir``,
+    and the bundled ABALONE) and ``--datasets``, each with its spec's
     ``comparison`` settings; ``--quick`` shrinks every run."""
-    given = {"slice": args.slice, "year": args.year}
     out = []
     for spec in DATASETS.values():
-        path = given.get(spec.name) or (str(SHARED / spec.shared_path) if spec.shared_path
-                                        else None)
+        place = data_dir() / LAYOUT[spec.name][0] if spec.name in LAYOUT else None
+        path = str(place) if place is not None and place.exists() else None
         if path is None and not spec.bundled:
             continue  # not on this machine (a9a, any CSV)
         if args.datasets and spec.name not in args.datasets:
@@ -388,13 +387,12 @@ def write_table(out: Path) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_data_dir_option(parser)
     parser.add_argument("--datasets", nargs="*", help="names to run (default: all available)")
     parser.add_argument("--quick", action="store_true", help="small subsets, for a smoke run")
     parser.add_argument("--table", action="store_true",
                         help="only rebuild the table and figure from the results there")
-    parser.add_argument("--slice", help="path to slice_localization_data.csv")
-    parser.add_argument("--year", help="path to YearPredictionMSD.txt")
     parser.add_argument("--max-train", type=int, default=8000,
                         help="training rows of every stream (before the validation split)")
     parser.add_argument("--passes", type=int, default=5, help="the budget's passes")

@@ -182,7 +182,7 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--streams", nargs="*", default=list(STREAMS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--max-train", type=int, default=15000)

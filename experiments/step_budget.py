@@ -166,7 +166,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     add_run_arguments(parser, STREAMS, seeds=4, out=OUT)
     parser.add_argument("--n", type=int, nargs="+", default=list(NS))
     parser.add_argument("--caps", type=float, nargs="+", default=None,

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 import torch
 
 from torchboost.data import Dataset
+from torchboost.data.folder import LAYOUT
 from torchboost.harness.configs import (
     DATASETS,
     DatasetSpec,
     ExperimentConfig,
     load_dataset,
     register_dataset,
+    with_data_dir,
 )
 
 
@@ -23,7 +27,7 @@ def test_the_registry_holds_the_papers_settings():
         "softmax", 8, 10, "error")
     assert DATASETS["abalone"].paper == (8.2848, 2.1411, 2.1532) and DATASETS["abalone"].bundled
     assert DATASETS["kin40k"].metric == "MSE"
-    assert DATASETS["kin40k"].shared_path == "regression/kin40k.csv.gz"
+    assert LAYOUT["kin40k"][0] == "regression/kin40k.csv.gz"  # its place in the data folder
     config = ExperimentConfig.for_dataset("kin40k", "unused.csv", batch_size=64)
     generic = ExperimentConfig.for_dataset("csv", "unused.csv", name="kin40k", batch_size=64)
     assert {**config.to_dict(), "dataset": "csv"} == generic.to_dict()
@@ -52,4 +56,24 @@ def test_unknown_and_pathless_data_sets_are_refused():
     with pytest.raises(ValueError, match="unknown data set 'nope'"):
         ExperimentConfig.for_dataset("nope")
     with pytest.raises(ValueError, match="needs path="):
+        load_dataset(ExperimentConfig.for_dataset("csv"))
+
+
+def test_a_data_set_without_a_path_is_read_from_the_data_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBOOST_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"kin40k.csv.gz not found\. Put the CSV "
+                       r"\(target last\) there .*TORCHBOOST_DATA"):
         load_dataset(ExperimentConfig.for_dataset("kin40k"))
+    (tmp_path / "regression").mkdir()
+    rows = torch.randn(40, 4, generator=torch.Generator().manual_seed(0))
+    (tmp_path / "regression" / "kin40k.csv.gz").write_bytes(gzip.compress(
+        "\n".join(",".join(f"{v:.4f}" for v in row) for row in rows.tolist()).encode()))
+    ds = load_dataset(ExperimentConfig.for_dataset("kin40k"))
+    assert ds.x_train.shape[1] == 3 and len(ds.y_train) + len(ds.y_test) == 40
+    with pytest.raises(FileNotFoundError, match="elsewhere/mnist"):  # --data-dir wins
+        with_data_dir(ExperimentConfig.for_dataset("mnist"), tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "mnist").mkdir(parents=True)
+    config = with_data_dir(ExperimentConfig.for_dataset("mnist"), tmp_path / "elsewhere")
+    assert config.path == str(tmp_path / "elsewhere" / "mnist")
+    given = ExperimentConfig.for_dataset("kin40k", "own.csv")
+    assert with_data_dir(given, tmp_path) is given  # a path given stays

@@ -113,7 +113,7 @@ def test_cli_run_reads_a_yaml_configuration(tmp_path, capsys):
     assert (tmp_path / "out" / "results.json").exists()
 
 
-def test_config_rejects_unknown_keys_and_missing_paths():
+def test_config_rejects_unknown_keys_and_missing_paths(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="unknown configuration keys"):
         ExperimentConfig.from_dict({"nam": "x"})
     with pytest.raises(ValueError, match="unknown or no methods"):
@@ -121,6 +121,9 @@ def test_config_rejects_unknown_keys_and_missing_paths():
     with pytest.raises(ValueError, match="val_fraction"):
         ExperimentConfig(val_fraction=0.0)
     with pytest.raises(ValueError, match="needs path"):
+        run_comparison(ExperimentConfig.for_dataset("csv"), "/tmp/unused", progress=False)
+    monkeypatch.setenv("TORCHBOOST_DATA", str(tmp_path))  # an empty data folder
+    with pytest.raises(FileNotFoundError, match="mnist.*not found. Put train-images"):
         run_comparison(ExperimentConfig.for_dataset("mnist"), "/tmp/unused", progress=False)
 
 

@@ -202,15 +202,14 @@ def test_stump_learners_export_through_torch_export_and_onnx(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 def test_a_booster_trained_on_real_data_exports_to_onnx_runtime(tmp_path):
-    """ABALONE (../shared/data): one pass of default SGB, then the held-out rows through the
-    exported program and an ONNX Runtime session."""
-    from pathlib import Path
+    """ABALONE (the data folder's copy of UCI's file): one pass of default SGB, then the held-out
+    rows through the exported program and an ONNX Runtime session."""
+    from torchboost.data import data_dir, load_abalone
 
-    from torchboost.data import load_abalone
-
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "abalone"
+    root = data_dir() / "abalone"
     if not root.is_dir():
-        pytest.skip(f"real data not found at {root} (see ../shared/data/README.md)")
+        pytest.skip(f"real data not found at {root}: put UCI's abalone.csv there (the data "
+                    "folder: TORCHBOOST_DATA, docs/guide/data.md)")
     data = load_abalone(root)
     torch.manual_seed(0)
     booster = SGB(partial(TwoLayerNet, data.x_train.shape[1], 10), n_learners=8)

@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-"""The project's real data sets: ``../shared/data`` from the repository root."""
+from torchboost.data.folder import LAYOUT, data_dir, missing
 
 
 @pytest.fixture
 def real_data() -> Callable[[str], Path]:
-    """``real_data("mnist")`` → that path under ``../shared/data``, or skip when it is absent."""
+    """``real_data("mnist")`` → that path in the data folder (``TORCHBOOST_DATA``, see
+    :mod:`torchboost.data.folder`), or skip saying how to fill it when it is absent."""
 
     def get(relative: str) -> Path:
-        path = REAL_DATA / relative
+        path = data_dir() / relative
         if not path.exists():
-            pytest.skip(
-                f"real data not available: {path} is missing (see ../shared/data/README.md)"
-            )
+            name = next((n for n, (place, _) in LAYOUT.items() if place == relative), None)
+            pytest.skip(f"real data not available: {missing(name, path)}" if name else
+                        f"real data not available: {path} is missing (docs/guide/data.md)")
         return path
 
     return get

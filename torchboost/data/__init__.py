@@ -1,6 +1,8 @@
 """Data for online boosting: local-file loaders, a seeded mini-batch stream, synthetic sets.
 
 Every loader reads files already on disk (it never downloads) and returns a :class:`Dataset`;
+without a path, MNIST, Adult, SLICE and YEAR are read from the data folder
+(:mod:`torchboost.data.folder`: ``TORCHBOOST_DATA``, ``--data-dir``);
 a missing file raises ``FileNotFoundError`` naming the expected file(s), the directory searched
 and where to get them. The data sets and splits follow Hu et al., "Gradient Boosting on
 Stochastic Data Streams" (AISTATS 2017), Sec. 6:
@@ -38,6 +40,7 @@ from torchboost.data.csv_regression import load_csv_regression
 from torchboost.data.ct_slice import load_slice
 from torchboost.data.dataset import Dataset, Task
 from torchboost.data.exhaustion import ExhaustedStreamWarning
+from torchboost.data.folder import DATA_ENV, data_dir, dataset_path
 from torchboost.data.libsvm import A9A_N_FEATURES, load_a9a, read_libsvm
 from torchboost.data.loader import LoaderStream
 from torchboost.data.mnist import MNIST_FILES, load_mnist, mnist_dataset, read_idx
@@ -58,6 +61,7 @@ __all__ = [
     "A9A_N_FEATURES",
     "ADULT_LAYOUT",
     "ADULT_N_FEATURES",
+    "DATA_ENV",
     "MNIST_FILES",
     "MUSHROOM_CATEGORIES",
     "REASONS",
@@ -77,6 +81,8 @@ __all__ = [
     "ScreenedStream",
     "Standardize",
     "Task",
+    "data_dir",
+    "dataset_path",
     "load_a9a",
     "load_abalone",
     "load_adult",

@@ -16,6 +16,7 @@ import numpy as np
 from torchboost.data._files import require_files
 from torchboost.data._parse import read_string_rows
 from torchboost.data.dataset import Dataset
+from torchboost.data.folder import dataset_path
 
 __all__ = ["ADULT_LAYOUT", "ADULT_N_FEATURES", "load_adult"]
 
@@ -129,7 +130,7 @@ def _labels(rows: list[list[str]], path: Path) -> np.ndarray:
     return np.array([label == ">50K" for label in labels], dtype=np.int64)
 
 
-def load_adult(root: str | Path) -> Dataset:
+def load_adult(root: str | Path | None = None) -> Dataset:
     """UCI Adult (``adult.data``/``adult.test``, plain or gzipped) in A9A's 123-feature layout.
 
     Binary task: label 1 for income ``>50K`` (the test file's trailing ``.`` is ignored), 0 for
@@ -169,6 +170,8 @@ def load_adult(root: str | Path) -> Dataset:
 
     Raises ``FileNotFoundError`` naming the missing file(s).
     """
+    if root is None:  # the data folder's adult/ (torchboost.data.folder)
+        root = dataset_path("adult")
     train_path, test_path = require_files(root, ("adult.data", "adult.test"), "Adult", _HINT)
     train_rows = read_string_rows(train_path, 15)
     test_rows = read_string_rows(test_path, 15)

@@ -15,6 +15,7 @@ import numpy as np
 from torchboost.data._files import open_text, reading, resolve_file
 from torchboost.data._parse import read_numeric_csv
 from torchboost.data.dataset import Dataset
+from torchboost.data.folder import dataset_path
 
 __all__ = ["SLICE_FILE", "load_slice"]
 
@@ -27,11 +28,12 @@ _HINT = (
 )
 
 
-def load_slice(path_or_root: str | Path, test_fraction: float = 0.1) -> Dataset:
+def load_slice(path_or_root: str | Path | None = None, test_fraction: float = 0.1) -> Dataset:
     """SLICE as a regression data set, split by patient.
 
     ``path_or_root`` is the CSV itself or the directory holding ``slice_localization_data.csv``
-    (or ``.csv.gz``). Features are the 384 ``value*`` columns; the target is ``reference``;
+    (or ``.csv.gz``); ``None``: the data folder's ``slice/`` (:mod:`torchboost.data.folder`).
+    Features are the 384 ``value*`` columns; the target is ``reference``;
     ``patientId`` is used only for the split and dropped.
 
     Split (deterministic, no seed): the patient ids are sorted and the last
@@ -40,6 +42,8 @@ def load_slice(path_or_root: str | Path, test_fraction: float = 0.1) -> Dataset:
     With UCI's 97 patients (ids 0–96) and the default 0.1, patients 87–96 are the test set.
     Rows keep the file order within each split.
     """
+    if path_or_root is None:
+        path_or_root = dataset_path("slice")
     path = resolve_file(path_or_root, "SLICE", [SLICE_FILE], _HINT)
     with reading(path), open_text(path) as f:
         header = [name.strip().strip('"') for name in f.readline().strip().split(",")]

@@ -27,6 +27,7 @@ from torchvision.datasets.mnist import read_sn3_pascalvincent_tensor
 
 from torchboost.data._files import find_file, open_binary, reading, require_files
 from torchboost.data.dataset import Dataset
+from torchboost.data.folder import dataset_path
 
 __all__ = ["MNIST_FILES", "load_mnist", "mnist_dataset", "read_idx"]
 
@@ -161,15 +162,16 @@ def _split(dataset: MNIST) -> tuple[torch.Tensor, torch.Tensor]:
     return dataset.data.unsqueeze(1).float().div_(255.0), dataset.targets.long()
 
 
-def load_mnist(root: str | Path) -> Dataset:
+def load_mnist(root: str | Path | None = None) -> Dataset:
     """MNIST's canonical 60,000/10,000 train/test split from local files (either layout, see
     the module docstring) as a :class:`~torchboost.data.Dataset`: images are ``float32``
     tensors of shape ``(n, 1, 28, 28)`` scaled to ``[0, 1]`` (pixel / 255) — what
     ``torchvision.transforms.ToTensor`` gives — and labels ``int64`` digits 0–9.
 
+    ``root=None``: the data folder's ``mnist/`` (:func:`~torchboost.data.folder.data_dir`).
     Raises ``FileNotFoundError`` naming the missing files and ``ValueError`` for a corrupt file.
     """
-    root = Path(root).expanduser()
+    root = dataset_path("mnist") if root is None else Path(root).expanduser()
     if _torchvision_ready(root):
         train, test = MNIST(root, train=True), MNIST(root, train=False)
         where = root / "MNIST" / "raw"

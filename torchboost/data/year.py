@@ -13,6 +13,7 @@ import numpy as np
 from torchboost.data._files import resolve_file
 from torchboost.data._parse import read_numeric_csv
 from torchboost.data.dataset import Dataset
+from torchboost.data.folder import dataset_path
 from torchboost.params import positive_int
 
 __all__ = ["YEAR_FILE", "YEAR_N_TRAIN", "load_year"]
@@ -29,19 +30,22 @@ _HINT = (
 )
 
 
-def load_year(path_or_root: str | Path, n_train: int = YEAR_N_TRAIN) -> Dataset:
+def load_year(path_or_root: str | Path | None = None, n_train: int = YEAR_N_TRAIN) -> Dataset:
     """YearPredictionMSD with UCI's standard split: the first ``n_train`` rows train, the rest test.
 
     UCI's split keeps every artist on one side (no "producer effect"); the default ``n_train``
     (463,715 of 515,345 rows) reproduces it. Pass a smaller ``n_train`` for a shortened file.
     ``path_or_root`` is the text file or the directory holding ``YearPredictionMSD.txt``
-    (or ``.txt.gz``). Targets are the raw years as ``float32``; features are the 90 columns after
+    (or ``.txt.gz``); ``None``: the data folder's ``year/`` (:mod:`torchboost.data.folder`).
+    Targets are the raw years as ``float32``; features are the 90 columns after
     the year.
 
     Raises ``ValueError`` when the file has ``n_train`` rows or fewer (no test set) or a row does
     not have 91 numbers.
     """
     n_train = positive_int("n_train", n_train)
+    if path_or_root is None:
+        path_or_root = dataset_path("year")
     path = resolve_file(path_or_root, "YearPredictionMSD", [YEAR_FILE], _HINT)
     table = read_numeric_csv(path)
     if table.shape[1] != 91:

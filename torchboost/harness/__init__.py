@@ -27,6 +27,7 @@ from torchboost.harness.configs import (
     LearnerConfig,
     load_dataset,
     register_dataset,
+    with_data_dir,
 )
 from torchboost.harness.driver import run_comparison, table_row
 from torchboost.harness.methods import METHODS, MethodSpec, register_method
@@ -59,4 +60,5 @@ __all__ = [
     "run_comparison",
     "run_stagewise",
     "table_row",
+    "with_data_dir",
 ]

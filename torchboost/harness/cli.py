@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchboost.harness.configs import ExperimentConfig
+from torchboost.harness.configs import ExperimentConfig, with_data_dir
 from torchboost.lightning.module import quiet_streaming_notices
 
 __all__ = ["DEMO", "DEMO_DIFFERS", "format_summary", "main"]
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run an experiment configuration (YAML)")
     run.add_argument("config", type=Path)
     run.add_argument("--out", type=Path, default=None)
+    run.add_argument("--data-dir", type=Path, default=None,
+                     help="the data folder (default: $TORCHBOOST_DATA; docs/guide/data.md), "
+                          "read for a configuration without path:")
     args = parser.parse_args(argv)
 
     if args.command == "demo":
@@ -108,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.config.is_file():
             parser.error(f"no such configuration file: {args.config}")
         try:
-            config = ExperimentConfig.from_yaml(args.config)
-        except ValueError as error:
+            config = with_data_dir(ExperimentConfig.from_yaml(args.config), args.data_dir)
+        except (ValueError, FileNotFoundError) as error:
             parser.error(str(error))
         _run(config, args.out or Path("runs") / config.name)
     return 0

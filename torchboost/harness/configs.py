@@ -26,6 +26,7 @@ import yaml
 from torch import nn
 
 from torchboost import data
+from torchboost.data.folder import LAYOUT, dataset_path
 from torchboost.harness.methods import METHODS
 from torchboost.learners import ConvNet, ResidualNet, TwoLayerNet
 from torchboost.learners.chained import chainable
@@ -33,7 +34,7 @@ from torchboost.params import flag, integer, positive_float, positive_int
 from torchboost.registries import add
 
 __all__ = ["DATASETS", "OPTIMIZERS", "SCHEDULES", "DatasetSpec", "ExperimentConfig",
-           "LearnerConfig", "load_dataset", "register_dataset"]
+           "LearnerConfig", "load_dataset", "register_dataset", "with_data_dir"]
 
 
 @dataclass
@@ -335,8 +336,8 @@ class DatasetSpec:
     ``load`` reads local files (``path``: a file or folder; never downloads); ``bundled`` data
     sets load without one. ``loss``, ``n_learners``, ``n_outputs``, ``lr`` and ``learner`` are
     :class:`ExperimentConfig`'s defaults for it; ``paper`` the SGB paper's Table 1 (base, GB,
-    SGB average test loss) where it has a row; ``shared_path`` where the data lie under the
-    workplace's shared data folder (the experiments' default); ``comparison`` the settings
+    SGB average test loss) where it has a row (a data set without ``path`` is read from the data
+    folder, :mod:`torchboost.data.folder`, where it has a place there); ``comparison`` the settings
     ``experiments/sgb_vs_gb.py`` adds for its runs. Adding a data set is its loader and one
     :func:`register_dataset` call.
     """
@@ -349,7 +350,6 @@ class DatasetSpec:
     learner: dict[str, Any]
     n_outputs: int = 1
     bundled: bool = False
-    shared_path: str | None = None
     paper: tuple[float, float, float] | None = None
     comparison: dict[str, Any] = field(default_factory=dict)
 
@@ -385,14 +385,13 @@ register_dataset(DatasetSpec("abalone", data.load_abalone, "squared", 16, 1e-2, 
                              bundled=True, paper=(8.2848, 2.1411, 2.1532)))
 # the paper's A9A, built here from the raw Adult rows
 register_dataset(DatasetSpec("adult", data.load_adult, "logistic", 8, 1e-2, _ONE_SIGMOID,
-                             shared_path="adult", paper=(0.1547, 0.1579, 0.1523)))
+                             paper=(0.1547, 0.1579, 0.1523)))
 register_dataset(DatasetSpec(
     "mnist", data.load_mnist, "softmax", 8, 1e-2,
-    {"kind": "conv", "hidden": 5, "activation": "sigmoid"}, n_outputs=10, shared_path="mnist",
+    {"kind": "conv", "hidden": 5, "activation": "sigmoid"}, n_outputs=10,
     paper=(0.163280, 0.019320, 0.016320), comparison={"batch_size": 64, "eval_points": 30}))
 for _name in ("keggundirected", "protein", "kin40k", "pol"):
     register_dataset(DatasetSpec(_name, data.load_csv_regression, **_CSV,
-                                 shared_path=f"regression/{_name}.csv.gz",
                                  comparison={"batch_size": 64}))
 register_dataset(DatasetSpec(
     "slice", data.load_slice, "squared", 16, 1e-3,
@@ -407,11 +406,25 @@ register_dataset(DatasetSpec("a9a", data.load_a9a, "logistic", 8, 1e-2, _ONE_SIG
 register_dataset(DatasetSpec("csv", data.load_csv_regression, **_CSV))
 
 
+def with_data_dir(config: ExperimentConfig, given: str | Path | None = None
+                  ) -> ExperimentConfig:
+    """The configuration with its data set's place in the data folder (``given``, else
+    ``TORCHBOOST_DATA``: :func:`torchboost.data.data_dir`) as its ``path``, when it has none and
+    the data set has a place there (MNIST, Adult, SLICE, YEAR, the regression streams); a
+    ``FileNotFoundError`` saying what to put where if it is missing. Else as it is."""
+    spec = DATASETS.get(config.dataset)
+    if config.path is not None or spec is None or spec.bundled or config.dataset not in LAYOUT:
+        return config
+    return dataclasses.replace(config, path=str(dataset_path(config.dataset, given)))
+
+
 def load_dataset(config: ExperimentConfig) -> data.Dataset:
-    """Load the configuration's data set from local files (never downloads)."""
+    """Load the configuration's data set from local files (never downloads): its ``path``, else
+    its place in the data folder (:func:`with_data_dir`)."""
     spec = DATASETS.get(config.dataset)
     if spec is None:
         raise ValueError(f"unknown data set {config.dataset!r}; known: {sorted(DATASETS)}")
+    config = with_data_dir(config)
     if config.path is None and not spec.bundled:
         raise ValueError(f"data set {config.dataset!r} needs path= (a local file or folder)")
     return spec.load(config.path)
