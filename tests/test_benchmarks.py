@@ -58,7 +58,7 @@ def test_round_ops_counts_a_round_by_function(monkeypatch):
     assert sum(first["by_function"].values()) == first["total"]
     assert first["total"] == first["learners"] + first["fixed"]
     assert first["by_function"]["stacked_sequential.stacked_sequential"] > 0
-    assert first["by_function"]["base._record_round"] > 0
+    assert first["by_function"]["records._record_round"] > 0
     # the fixed cost of a stacked SGB round with Adam: 84 operations before issue 13's cuts, 57
     # after, 58 with the round transaction's one copy of the learners (any exception restores
     # them); the default schedule-free round adds its switch to the learning point and back

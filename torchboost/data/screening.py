@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -37,10 +37,26 @@ from torch import Tensor
 from torchboost.data.stream import is_stateful
 from torchboost.losses import Loss, get_loss
 
-if TYPE_CHECKING:
-    from torchboost.boosters import Booster
 
-__all__ = ["REASONS", "BadInputError", "Policy", "ResumableScreenedStream", "ScreenedStream"]
+class _LearnerDtype(Protocol):
+    dtype: torch.dtype
+
+
+class ScreenedModel(Protocol):
+    """What a screened stream reads of the booster it screens for (a
+    :class:`~torchboost.boosters.Booster` has it): its loss, outputs, input shape once known
+    and the learners' dtype. A protocol, so that the data package does not import the
+    boosters'."""
+
+    loss: Loss
+    out_dim: int
+    input_shape: tuple[int, ...] | None
+
+    @property
+    def learners(self) -> _LearnerDtype: ...
+
+__all__ = ["REASONS", "BadInputError", "Policy", "ResumableScreenedStream", "ScreenedModel",
+           "ScreenedStream"]
 
 Policy = Literal["raise", "skip"]
 """What a :class:`ScreenedStream` does with a bad row: raise :class:`BadInputError`, or skip it."""
@@ -161,7 +177,7 @@ class ScreenedStream:
     def __init__(
         self,
         stream: Iterable[Any],
-        booster: Booster | None = None,
+        booster: ScreenedModel | None = None,
         *,
         policy: Policy = "raise",
         input_shape: Sequence[int] | None = None,
