@@ -7,6 +7,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from torchboost.harness.palette import method_style
+
 __all__ = ["plot_compute_curves", "save_figure"]
 
 Curve = Sequence[tuple[float, float]]
@@ -29,14 +31,20 @@ def plot_compute_curves(curves: Mapping[str, Curve], *, title: str = "",
     """
     fig = Figure(figsize=(6.0, 4.2))  # no pyplot: no global state, works headless
     ax = fig.subplots()
-    for name, points in curves.items():
-        points = [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
-        if points:
-            ax.plot(*zip(*points, strict=True), label=name, linewidth=1.8)
+    shown = {name: [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
+             for name, points in curves.items()}
+    for name, points in shown.items():
+        if points:  # one colour and marker per method in every figure (:mod:`.palette`)
+            ax.plot(*zip(*points, strict=True), label=name, **method_style(name))
     for name, points in (markers or {}).items():
         points = [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
-        if points:
-            ax.scatter(*zip(*points, strict=True), s=18, zorder=3, label=name)
+        if points:  # the method's colour, hollow: not a line of its own
+            style = method_style(name)
+            ax.scatter(*zip(*points, strict=True), s=30, zorder=4, label=name,
+                       facecolors="none", edgecolors=style["color"], marker=style["marker"])
+    firsts = [points[0][0] for points in shown.values() if points]
+    if firsts:  # the axis starts at the first measured point, not at a near-zero clock
+        ax.set_xlim(left=min(firsts) * (0.8 if log else 1.0))
     for name, level in (baselines or {}).items():
         ax.axhline(level, linestyle="--", linewidth=1.0, color="grey")
         ax.annotate(name, (0.01, level), xycoords=("axes fraction", "data"),
