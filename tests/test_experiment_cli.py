@@ -123,7 +123,7 @@ def test_config_rejects_unknown_keys_and_missing_paths(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="needs path"):
         run_comparison(ExperimentConfig.for_dataset("csv"), "/tmp/unused", progress=False)
     monkeypatch.setenv("TORCHBOOST_DATA", str(tmp_path))  # an empty data folder
-    with pytest.raises(FileNotFoundError, match="mnist.*not found. Put train-images"):
+    with pytest.raises(FileNotFoundError, match=r"mnist.*not found\. Put train-images"):
         run_comparison(ExperimentConfig.for_dataset("mnist"), "/tmp/unused", progress=False)
 
 

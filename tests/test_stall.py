@@ -392,3 +392,44 @@ def test_a_residual_sgb_state_saved_before_it_was_monitored_loads_and_trains_on(
     stream(old, X[320:640], Y[320:640]), stream(resumed, X[320:640], Y[320:640])
     for a, b in zip(old.learners.parameters(), resumed.learners.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def _short_run(rows: int, **options) -> tuple[SGB, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x, y = regression_stream(rows + 400, d=5, seed=3)
+    booster = SGB(lambda: TwoLayerNet(5, 10), n_learners=16, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BoostingStallWarning)  # no window is ever judged
+        for start in range(0, rows, 32):
+            booster.learn(x[start:start + 32], y[start:start + 32])
+    return booster, x[rows:], y[rows:]
+
+
+def test_a_stream_too_short_for_the_windows_is_judged_on_the_held_out_rows():
+    booster, x_test, y_test = _short_run(350, step=8.0)  # 32 times the default step
+    with pytest.warns(BoostingStallWarning, match=r"on 400 held-out rows \(the stream, 352 "
+                      r"examples.*no better than the best constant.*fewer learners or several "
+                      r"passes"):
+        state = {k: v.clone() for k, v in booster.state_dict().items() if torch.is_tensor(v)}
+        booster.evaluate(x_test, y_test)
+    after = booster.state_dict()  # evaluating changes no state: no flag, not "warned"
+    assert all(torch.equal(v, after[k]) for k, v in state.items()) and not booster.stall.warned
+    with warnings.catch_warnings():  # once per booster
+        warnings.simplefilter("error", BoostingStallWarning)
+        booster.evaluate(x_test, y_test)
+
+
+def test_a_short_healthy_stream_is_judged_and_passes():
+    booster, x_test, y_test = _short_run(1500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BoostingStallWarning)
+        score = booster.evaluate(x_test, y_test)
+    assert booster.stall.last_window and booster.stall.held_out_rows == 400
+    constant = 0.5 * float(y_test.var())
+    assert score["loss"] < 0.8 * constant  # it learnt: the judgement saw that
+
+
+def test_held_out_judgement_reads_learners_that_never_moved_after_the_warm_up():
+    booster, x_test, y_test = _short_run(3300, optimizer_kwargs={"lr": 0.0})
+    with pytest.warns(BoostingStallWarning, match="moved by 0 of their norm"):
+        booster.evaluate(x_test, y_test)

@@ -56,6 +56,13 @@ __all__ = ["BoosterInference", "export_booster"]
 Output = Literal["scores", "proba", "label"]
 
 
+def _own_copy(tensor: Tensor) -> Tensor:
+    """A detached contiguous copy: ``torch.export.save`` calls a non-contiguous weight (the
+    stacked parameters are laid out learner-second) incomplete and warns "No complete tensor
+    found in the group!"."""
+    return tensor.detach().clone(memory_format=torch.contiguous_format)
+
+
 class _StackedLearners(nn.Module):
     """The first ``k`` stacked learners of a :class:`StackedEngine`, frozen copies: ``(k, B, m)``
     in one batched computation."""
@@ -69,9 +76,9 @@ class _StackedLearners(nn.Module):
         self.template.requires_grad_(False)
         self.param_names, self.buffer_names = list(params), list(buffers)
         for i, tensor in enumerate(params.values()):
-            self.register_buffer(f"param_{i}", tensor.detach().clone())
+            self.register_buffer(f"param_{i}", _own_copy(tensor))
         for i, tensor in enumerate(buffers.values()):
-            self.register_buffer(f"buffer_{i}", tensor.detach().clone())
+            self.register_buffer(f"buffer_{i}", _own_copy(tensor))
         # the direct GEMM path over this module's own copy of the layers (Dropout included), so
         # that its mode is this module's, never the booster's
         self.plan = sequential_plan(self.template) if engine._plan is not None else None
@@ -129,7 +136,7 @@ class BoosterInference(nn.Module):
                             ("in_scale", in_scale), ("out_mean", out_mean),
                             ("out_scale", out_scale), ("low", -inf if low is None else low),
                             ("high", inf if high is None else high)):
-            self.register_buffer(name, value.detach().clone())
+            self.register_buffer(name, _own_copy(value))
         self.output, self.loss = output, loss
 
     def forward(self, x: Tensor) -> Tensor:

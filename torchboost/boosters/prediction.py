@@ -60,8 +60,34 @@ class Prediction:
     @torch.no_grad()
     def evaluate(self, x: Tensor, y: Tensor, n_learners: int | None = None) -> dict[str, float]:
         """Mean loss (and error rate for classifiers) on a held-out batch; the squared loss is
-        ``½ (prediction − y)²``, so its mean is half the MSE."""
-        return self.score(self.predict(x, n_learners), y)
+        ``½ (prediction − y)²``, so its mean is half the MSE. On a stream too short for the
+        stall monitor's windows, the monitor judges these rows instead
+        (:meth:`~torchboost.boosters.stall.StallMonitor.judge_held_out`) and warns if the
+        booster does no better than a constant or its later learners do harm."""
+        scores = self.score(self.predict(x, n_learners), y)
+        stall = vars(self).get("_modules", {}).get("stall")
+        if stall is not None and n_learners is None and stall.judges_held_out():
+            self._judge_held_out(stall, x, y)
+        return scores
+
+    @torch.no_grad()
+    def _judge_held_out(self, stall: Any, x: Tensor, y: Tensor) -> None:
+        """The stall monitor's judgement of held-out rows: their anytime predictions in the
+        units the monitor judges (standardised, as in a round) against their labels."""
+        with self.running(x):
+            x = self._check_features(x)
+            z = self._check_labels(y, x.shape[0]).to(x.device)
+            if self.standardizer is not None:
+                x = self.standardizer.inputs(x)
+                if self.standardizer.labels is not None and self.standardizer.labels.started:
+                    labels = self.standardizer.labels
+                    z = ((z.double() - labels.mean) / labels.scale()).to(z.dtype)
+            with self.learners.evaluating():
+                h = self._learner_outputs(x)
+            partials = self.anytime_predictions(self.partial_sums(h, self.initial_prediction(x)))
+            symptoms = stall.judge_held_out(partials, z, self.learners.parameters)
+            if symptoms:
+                stall.warn(symptoms, self._stall_hint(), self._stall_remedy(), remember=False)
 
     @torch.no_grad()
     def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:

@@ -314,7 +314,8 @@ def run_comparison(config: ExperimentConfig, out_dir: str | Path, *, progress: b
             booster = build_seeded(build, seed)
             summary = run(name, booster, lr, seed)
             summary["lr"] = lr
-            summary["val_loss"] = float(booster.evaluate(data.x_val, data.y_val)["loss"])
+            summary["val_loss"] = float(  # not evaluate(): no held-out stall judgement mid-run
+                booster.score(booster.predict(data.x_val), data.y_val)["loss"])
             return summary
 
         methods[name] = choose_rate(attempt, config)

@@ -313,7 +313,9 @@ class StreamingBoosterModule(pl.LightningModule):
         """Held-out scores of ``batch`` as ``val/loss`` (and ``val/error``); with several
         validation loaders Lightning suffixes them with ``/dataloader_idx_k``."""
         x, y = _pair(batch)
-        for key, value in self.booster.evaluate(x, y).items():
+        # score(predict()), not evaluate(): mid-stream, the stall monitor's held-out
+        # judgement of a short stream (Booster.evaluate) would speak too early
+        for key, value in self.booster.score(self.booster.predict(x), y).items():
             self.log(f"val/{key}", value, batch_size=x.shape[0], sync_dist=True)
 
     def progressive_scores(self) -> dict[str, float | None]:
