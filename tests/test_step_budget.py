@@ -42,11 +42,34 @@ def test_an_explicit_step_a_learned_step_and_stagewise_gb_keep_the_papers():
 
 
 def test_linear_learners_output_rate_follows_the_capped_step():
-    """The rule divides linear learners' rate by N·η under Newton targets: the capped η's."""
+    """The rule divides linear learners' rate by √(N·η) under Newton targets (schedule-free
+    learners; N·η under Adam): the capped η's."""
     booster = SGB(lambda: nn.Linear(3, 1), "logistic", targets="newton", n_learners=64)
     assert booster.step == 0.09375
     assert booster.learners.optimizer_spec.output_scale == newton_output_scale(64, 0.09375)
-    assert newton_output_scale(64, 0.09375) == pytest.approx(1 / 6)
+    assert newton_output_scale(64, 0.09375) == pytest.approx(6 ** -0.5)
+    adam = SGB(lambda: nn.Linear(3, 1), "logistic", n_learners=64, optimizer=torch.optim.Adam)
+    assert adam.learners.optimizer_spec.output_scale == pytest.approx(1 / 6)
+
+
+def test_a_state_saved_with_the_full_division_resumes_as_it_was_saved():
+    """A state saved when the rule divided schedule-free linear learners' rate by N·η (1/6 for
+    64 learners at η = 6/64) loads into a default booster, which adopts that scale and trains
+    on exactly as the saved one."""
+    def make(**options):
+        torch.manual_seed(0)
+        return SGB(lambda: nn.Linear(3, 1), "logistic", n_learners=64, **options)
+
+    batches = _batches(3, classes=True)
+    old = make(lr_output_scale=1 / 6)
+    old.learn(*batches[0])
+    resumed = make()
+    assert resumed.learners.optimizer_spec.output_scale == pytest.approx(6 ** -0.5)
+    resumed.load_state_dict(old.state_dict())
+    assert resumed.config() == old.config()
+    for x, y in batches[1:]:
+        old.learn(x, y), resumed.learn(x, y)
+    assert_same(resumed.state_dict(), old.state_dict())
 
 
 def _abalone_one_pass(n: int, seed: int, **options) -> float:

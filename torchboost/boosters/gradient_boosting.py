@@ -15,7 +15,13 @@ import torch
 from torch import Tensor
 
 from torchboost.boosters.base import Booster
-from torchboost.boosters.default_lr import newton_output_scale, with_default_lr
+from torchboost.boosters.default_lr import (
+    ADAM_NEWTON_OUTPUT_POWER,
+    newton_output_power,
+    newton_output_scale,
+    with_default_lr,
+)
+from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 from torchboost.losses import Loss, get_loss
 from torchboost.params import positive_float
 from torchboost.scalars import scalar
@@ -114,7 +120,8 @@ class GradientBoosting(Booster):
                                              else 1)
             newton_step = (self._within_budget(NEWTON_STEP, n, 1.0) if step is None
                            else positive_float("step", step))
-            options.setdefault("lr_output_scale", newton_output_scale(n, newton_step))
+            power = newton_output_power(kwargs.get("optimizer", DEFAULT_OPTIMIZER))
+            options.setdefault("lr_output_scale", newton_output_scale(n, newton_step, power))
         super().__init__(learners, loss, **options)
         if targets not in ("gradient", "newton"):
             raise ValueError(f"targets must be 'gradient' or 'newton', got {targets!r}")
@@ -153,22 +160,32 @@ class GradientBoosting(Booster):
         return min(step, self.step_budget / (n_learners * smoothness))
 
     def _adopt_earlier_rule(self, saved: Mapping[str, Any]) -> None:
-        """Also the default step before :attr:`step_budget` capped it: a state saved with the
-        paper's step where this booster's default is capped resumes with the paper's step, and
-        with the output layers' rate scale the default rule gave linear learners with it (where
-        this booster's scale is the rule's for its own step)."""
+        """Also the default rule's earlier values: the linear learners' output-rate scale of the
+        full division by N·η (before schedule-free learners took its square root), and the
+        default step before :attr:`step_budget` capped it: a state saved with the paper's step
+        where this booster's default is capped resumes with the paper's step, and with the
+        output layers' rate scale the default rule gave linear learners with it (where this
+        booster's scale is the rule's for its own step)."""
         super()._adopt_earlier_rule(saved)
+        newton = self.targets == "newton"
+        mine = self.learners.optimizer_spec.output_scale
+        theirs = saved.get("lr_output_scale", 1.0)
+        power = newton_output_power(self.learners.optimizer_spec.cls)
+        rule_scaled = newton and mine == newton_output_scale(self.n_learners, self.step,
+                                                             power) != 1.0
+        if rule_scaled and power != ADAM_NEWTON_OUTPUT_POWER and theirs == newton_output_scale(
+                self.n_learners, self.step, ADAM_NEWTON_OUTPUT_POWER):  # the full division
+            self.learners.optimizer_spec = dataclasses.replace(  # of the rule before
+                self.learners.optimizer_spec, output_scale=float(theirs))
+            return
         if not self._step_was_default or self.step_budget is None:
             return  # a given step (any loss, smooth or not) is never replaced
         paper = self.paper_step()
         if self.step == paper or saved.get("step") != paper:
             return
-        newton = self.targets == "newton"
-        mine = self.learners.optimizer_spec.output_scale
-        theirs = saved.get("lr_output_scale", 1.0)
-        rule_scaled = newton and mine == newton_output_scale(self.n_learners, self.step) != 1.0
-        if not ((rule_scaled and theirs == newton_output_scale(self.n_learners, paper))
-                or mine == theirs == 1.0):
+        earlier = {newton_output_scale(self.n_learners, paper, p)
+                   for p in (power, ADAM_NEWTON_OUTPUT_POWER)}
+        if not ((rule_scaled and theirs in earlier) or mine == theirs == 1.0):
             return  # a scale not the rule's (the user's): refused as configured
         self.step = paper
         self.learners.optimizer_spec = dataclasses.replace(self.learners.optimizer_spec,
