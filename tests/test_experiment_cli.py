@@ -162,3 +162,20 @@ def test_cli_demo_says_how_its_settings_differ_from_the_readme_table(capsys, mon
     printed = capsys.readouterr().out
     assert cli.DEMO_DIFFERS in printed and "base" in printed
     assert "3 seeds" in cli.DEMO_DIFFERS and "validation" in cli.DEMO_DIFFERS
+
+
+def test_the_demo_ends_with_its_verdict_in_a_line():
+    from torchboost.harness.cli import DEMO, verdict
+
+    assert DEMO["optimizer"] == "schedule_free" and DEMO["lr"] == 0.1  # the library's defaults
+    methods = {name: {"mean": value} for name, value in
+               (("base", 4.9), ("wide", 4.43), ("deep", 4.42), ("GB", 4.96), ("SGB", 4.68),
+                ("SGB_newton", 4.55))}
+    line = verdict({"methods": methods, "metric": "mse", "best_SGB": "SGB_newton"})
+    assert line == ("Verdict: streaming boosting (SGB_newton) ranks 3. of 5 on test mse: deep 4.42"
+                    " < wide 4.43 < SGB_newton 4.55 < base 4.9 < GB 4.96 (one seed; the README's"
+                    " table has three)")
+    methods["SGB_newton"]["mean"] = 4.0
+    assert "ranks best" in verdict({"methods": methods, "metric": "mse",
+                                    "best_SGB": "SGB_newton"})
+    assert verdict({"methods": {"base": {"mean": 1.0}}, "metric": "mse", "best_SGB": None}) == ""

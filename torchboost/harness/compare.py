@@ -54,6 +54,25 @@ class _RunProgressBar(TQDMProgressBar):
         metrics.pop("v_num", None)
         return metrics
 
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           *args: Any) -> None:
+        """One draw per update (Lightning's draws twice: the count, then the metrics; in a log
+        file every update was printed twice)."""
+        bar, n = self.train_progress_bar, args[-1] + 1  # (outputs, batch, batch_idx)
+        if bar is None or bar.disable or not (n % self.refresh_rate == 0 or n == bar.total):
+            return
+        bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)
+        bar.n = n
+        bar.refresh()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A run stopped before the stream's end (a validation plateau, GB's compute) finishes
+        its bar at its own length, not at the fraction of the stream it read."""
+        bar = self.train_progress_bar
+        if bar is not None and not bar.disable and bar.total and bar.n < bar.total:
+            bar.total = bar.n
+        super().on_train_epoch_end(trainer, pl_module)
+
 
 def fit_streaming(booster: Booster, stream: DataStream | MultiPassStream | BatchGroups,
                   callback: StreamingCallback, *, logger: Logger | bool = False,
