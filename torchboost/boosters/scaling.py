@@ -106,7 +106,8 @@ class RunningMoments(nn.Module):
         off_01 = None
         if self.off_01 is not None:
             # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
-            off_01 = (values * (values - 1.0)).abs().sum(dims, dtype=torch.float64)
+            off_01 = (values * (values - scalar(1.0, values))).abs().sum(dims,
+                                                                          dtype=torch.float64)
             if sync is not None:
                 sync.sum_([off_01])
             if self.started:
@@ -184,8 +185,9 @@ class RunningMoments(nn.Module):
         mean, scale = stats.mean, _scale(stats.count, stats.mean, stats.sq_dev)
         if stats.off_01 is None:
             return mean, scale
-        indicator = stats.off_01 == 0.0
-        return mean.masked_fill(indicator, 0.0), scale.masked_fill_(indicator, 1.0)
+        indicator = stats.off_01 == 0.0  # where() against cached 0-dim constants: 4 ops fewer
+        return (torch.where(indicator, scalar(0.0, mean), mean),
+                torch.where(indicator, scalar(1.0, scale), scale))
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
