@@ -172,9 +172,9 @@ def test_the_demo_ends_with_its_verdict_in_a_line():
                (("base", 4.9), ("wide", 4.43), ("deep", 4.42), ("GB", 4.96), ("SGB", 4.68),
                 ("SGB_newton", 4.55))}
     line = verdict({"methods": methods, "metric": "mse", "best_SGB": "SGB_newton"})
-    assert line == ("Verdict: streaming boosting (SGB_newton) ranks 3. of 5 on test mse: deep 4.42"
-                    " < wide 4.43 < SGB_newton 4.55 < base 4.9 < GB 4.96 (one seed; the README's"
-                    " table has three)")
+    assert line == ("Verdict: streaming boosting (SGB_newton, the SGB variant chosen on "
+                    "validation) ranks 3. of 5 on test mse: deep 4.42 < wide 4.43 < SGB_newton "
+                    "4.55 < base 4.9 < GB 4.96 (one seed; the README's table has three)")
     methods["SGB_newton"]["mean"] = 4.0
     assert "ranks best" in verdict({"methods": methods, "metric": "mse",
                                     "best_SGB": "SGB_newton"})

@@ -433,3 +433,15 @@ def test_held_out_judgement_reads_learners_that_never_moved_after_the_warm_up():
     booster, x_test, y_test = _short_run(3300, optimizer_kwargs={"lr": 0.0})
     with pytest.warns(BoostingStallWarning, match="moved by 0 of their norm"):
         booster.evaluate(x_test, y_test)
+
+
+def test_periodic_held_out_evaluation_mid_stream_does_not_judge_the_stream():
+    """The Lightning callback and the harness evaluate early and often (evaluate_held_out): the
+    judgement of a short stream is evaluate()'s, at the end, not theirs."""
+    from torchboost.evaluation import evaluate_held_out
+
+    booster, x_test, y_test = _short_run(32, step=8.0)  # one round, far from learnt
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BoostingStallWarning)
+        evaluate_held_out(booster, x_test, y_test)
+    assert booster.stall.judges_held_out()  # still to be judged by evaluate()

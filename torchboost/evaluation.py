@@ -50,7 +50,9 @@ def evaluate_held_out(booster: Booster, x: Tensor, y: Tensor, *, batch_size: int
         x_part, y_part = x[start:start + batch_size], y[start:start + batch_size]
         if transform is not None:
             x_part = transform(x_part)
-        scores = booster.evaluate(x_part.to(device), y_part.to(device), n_learners)
+        # score(predict()), not evaluate(): this runs mid-stream, where the stall monitor's
+        # judgement of a short stream's held-out rows (Booster.evaluate) would speak too early
+        scores = booster.score(booster.predict(x_part.to(device), n_learners), y_part.to(device))
         for key, value in scores.items():
             totals[key] = totals.get(key, 0.0) + value * len(x_part)
     return {key: value / len(x) for key, value in totals.items()}

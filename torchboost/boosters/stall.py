@@ -314,8 +314,8 @@ class StallMonitor(nn.Module):
                     f"{self.metric} {final:.4g} is no better than the best constant prediction's "
                     f"{constant:.4g}: its learners learn too slowly or diverge. Try another "
                     f"learning rate or step ({hint}; larger if the loss is flat, smaller if "
-                    "it grows)" + (", or targets='newton' for a classification loss"
-                                   if self.loss.has_hessian else "")
+                    "it grows)" + (", or targets='newton'"
+                                   if self.loss.has_hessian and self.loss.is_classifier else "")
                     + (f"; with {self.seen} examples, fewer learners or several passes "
                        "(torchboost.data.MultiPassStream) may be what it needs"
                        if self.held_out_rows else ""))

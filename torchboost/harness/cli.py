@@ -59,8 +59,8 @@ def verdict(results: dict[str, Any]) -> str:
     ranked = sorted([best, *rivals], key=lambda name: methods[name]["mean"])
     order = " < ".join(f"{name} {methods[name]['mean']:.4g}" for name in ranked)
     where = "best" if ranked[0] == best else f"{ranked.index(best) + 1}. of {len(ranked)}"
-    return (f"Verdict: streaming boosting ({best}) ranks {where} on test {key}: {order} "
-            "(one seed; the README's table has three)")
+    return (f"Verdict: streaming boosting ({best}, the SGB variant chosen on validation) ranks "
+            f"{where} on test {key}: {order} (one seed; the README's table has three)")
 
 
 def _quiet_lightning() -> None:
