@@ -363,8 +363,8 @@ def test_an_interrupt_at_the_end_of_a_round_changes_nothing(where, monkeypatch):
     if where == "after the schedules":
         original = booster.learners.step_schedules
 
-        def interrupted(index=None):  # an interrupt once they stepped
-            original(index)
+        def interrupted(index=None, restore=None):  # an interrupt once they stepped
+            original(index, restore)
             raise KeyboardInterrupt
 
         monkeypatch.setattr(booster.learners, "step_schedules", interrupted)

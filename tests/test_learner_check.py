@@ -94,3 +94,32 @@ def test_a_learner_whose_eval_mode_is_random_is_named():
 def test_bad_arguments_are_refused_by_name(factory, example, match):
     with pytest.raises(ValueError, match=match):
         check_learner(factory, example)
+
+
+def test_the_check_leaves_the_callers_random_generator_as_it_was():
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    check_learner(lambda: _mlp(nn.Dropout(0.3)), X)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+class _DriftingFrozen(nn.Module):
+    """A frozen weight that its own training forward nudges in place: the check's sensitivity
+    (a library that stepped frozen parameters would show the same)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.out = nn.Linear(3, 8), nn.Linear(8, 1)
+        self.first.weight.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and torch.is_grad_enabled():
+            with torch.no_grad():
+                self.first.weight.add_(0.01)
+        return self.out(torch.tanh(self.first(x)))
+
+
+def test_a_frozen_parameter_that_moves_in_training_is_named():
+    with pytest.raises(AssertionError, match=r"frozen parameters moved or became trainable.*"
+                       r"learner 0: first\.weight"):
+        check_learner(_DriftingFrozen, X)

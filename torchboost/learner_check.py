@@ -50,7 +50,15 @@ def check_learner(factory: Callable[[], nn.Module], example: Tensor, *,
                   chained: bool = False, n_learners: int = 3) -> dict[str, Any]:
     """Check that the learners ``factory()`` builds behave under boosting as in plain PyTorch,
     on a batch shaped like ``example`` (at least 2 rows); see the module docstring. Raises
-    ``AssertionError`` naming the first broken contract, ``ValueError`` for bad arguments."""
+    ``AssertionError`` naming the first broken contract, ``ValueError`` for bad arguments.
+    Torch's global random generator is as it was afterwards (the checks seed their own
+    draws)."""
+    with torch.random.fork_rng(devices=[]):
+        return _check_learner(factory, example, chained, n_learners)
+
+
+def _check_learner(factory: Callable[[], nn.Module], example: Tensor, chained: bool,
+                   n_learners: int) -> dict[str, Any]:
     from torchboost import SGB  # the boosters import this package's modules
 
     if not callable(factory):
@@ -84,7 +92,12 @@ def check_learner(factory: Callable[[], nn.Module], example: Tensor, *,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         auto = build("auto")
+        frozen = _frozen(auto)
         _train(auto, batches)
+    after = _frozen(auto)
+    moved = [key for key, value in frozen.items()
+             if key not in after or not torch.equal(value, after[key])]
+    assert not moved, f"frozen parameters moved or became trainable in training: {moved}"
     report = {"mode": auto.learners.mode, "why_not_stacked": "", "random_in_training": random,
               "outputs": width}
     if auto.learners.mode == "loop":
@@ -99,7 +112,6 @@ def check_learner(factory: Callable[[], nn.Module], example: Tensor, *,
             msg=lambda m: "stacked learners did not learn what the same learners learn one by "
             f"one ({m}); pass mode='loop' to the booster, and report the learner")
     _check_predict(auto, batches[0][0])
-    _check_frozen(factory, auto)
     _check_export(auto, batches[0][0])
     if auto.learners.mode == "stacked":
         _check_resume(auto, batches, build)
@@ -149,23 +161,13 @@ def _check_predict(booster: Any, x: Tensor) -> None:
         "predict did not give every module its train/eval mode back")
 
 
-def _check_frozen(factory: Callable[[], nn.Module], booster: Any) -> None:
-    torch.manual_seed(0)
-    fresh = factory()
-    frozen = {name for name, p in fresh.named_parameters() if not p.requires_grad}
-    if not frozen:
-        return
-    for i in range(booster.n_learners):
-        learner = booster.learners.learner(i)
-        for name, param in learner.named_parameters():
-            if name in frozen:
-                assert not param.requires_grad, f"learner {i}'s frozen {name} became trainable"
-    torch.manual_seed(0)
-    reference = dict(factory().named_parameters())
-    moved = [name for name in frozen
-             if not torch.equal(dict(booster.learners.learner(0).named_parameters())[name],
-                                reference[name])]
-    assert not moved, f"frozen parameters moved in training: {moved}"
+def _frozen(booster: Any) -> dict[str, Tensor]:
+    """Copies of every learner's frozen parameters (``requires_grad=False``), by learner and
+    name."""
+    return {f"learner {i}: {name}": param.detach().clone()
+            for i in range(booster.n_learners)
+            for name, param in booster.learners.learner(i).named_parameters()
+            if not param.requires_grad}
 
 
 def _check_export(booster: Any, x: Tensor) -> None:

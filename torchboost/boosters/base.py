@@ -356,8 +356,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             if self.standardizer is not None:
                 self.standardizer.commit()
             if self.learners.schedulers:  # last but the counters, their state plain Python
-                round_.on_rollback(self.learners.schedules_restorer(plan.index))
-                self.learners.step_schedules(plan.index)
+                restore = self.learners.schedules_restorer(plan.index)
+                round_.on_rollback(restore)
+                self.learners.step_schedules(plan.index, restore)
             self._set_plain(**counters, _round_labels=labels)
         return prediction
 

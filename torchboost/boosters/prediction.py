@@ -33,12 +33,22 @@ class Prediction:
             return self._predict(x, n_learners)
 
     def _predict(self, x: Tensor, n_learners: int | None) -> Tensor:
+        return self._scores_of(self._held_out_partials(x, n_learners))
+
+    def _held_out_partials(self, x: Tensor, n_learners: int | None) -> Tensor:
+        """The partial sums of checked features ``x``, standardised, the learners in eval mode
+        (in standardised label units)."""
         x = self._check_features(x)
         if self.standardizer is not None:
             x = self.standardizer.inputs(x)
         with self.learners.evaluating():
             h = self._learner_outputs(x, n_learners)
-        scores = self.prediction_scores(self.partial_sums(h, self.initial_prediction(x)))
+        return self.partial_sums(h, self.initial_prediction(x))
+
+    def _scores_of(self, partials: Tensor) -> Tensor:
+        """:meth:`predict`'s output from the partial sums: combined, in the user's units and
+        within the prediction bounds."""
+        scores = self.prediction_scores(partials)
         return self.bounded(scores if self.standardizer is None
                             else self.standardizer.outputs(scores))
 
@@ -64,30 +74,25 @@ class Prediction:
         stall monitor's windows, the monitor judges these rows instead
         (:meth:`~torchboost.boosters.stall.StallMonitor.judge_held_out`) and warns if the
         booster does no better than a constant or its later learners do harm."""
-        scores = self.score(self.predict(x, n_learners), y)
-        stall = vars(self).get("_modules", {}).get("stall")
-        if stall is not None and n_learners is None and stall.judges_held_out():
-            self._judge_held_out(stall, x, y)
+        judging = self.stall is not None and n_learners is None and self.stall.judges_held_out()
+        if not judging:
+            return self.score(self.predict(x, n_learners), y)
+        with self.running(x):  # one forward for both the score and the judgement
+            partials = self._held_out_partials(x, None)
+            scores = self.score(self._scores_of(partials), y)
+            self._judge_held_out(partials, y)
         return scores
 
-    @torch.no_grad()
-    def _judge_held_out(self, stall: Any, x: Tensor, y: Tensor) -> None:
-        """The stall monitor's judgement of held-out rows: their anytime predictions in the
-        units the monitor judges (standardised, as in a round) against their labels."""
-        with self.running(x):
-            x = self._check_features(x)
-            z = self._check_labels(y, x.shape[0]).to(x.device)
-            if self.standardizer is not None:
-                x = self.standardizer.inputs(x)
-                if self.standardizer.labels is not None and self.standardizer.labels.started:
-                    labels = self.standardizer.labels
-                    z = ((z.double() - labels.mean) / labels.scale()).to(z.dtype)
-            with self.learners.evaluating():
-                h = self._learner_outputs(x)
-            partials = self.anytime_predictions(self.partial_sums(h, self.initial_prediction(x)))
-            symptoms = stall.judge_held_out(partials, z, self.learners.parameters)
-            if symptoms:
-                stall.warn(symptoms, self._stall_hint(), self._stall_remedy(), remember=False)
+    def _judge_held_out(self, partials: Tensor, y: Tensor) -> None:
+        """The stall monitor's judgement of held-out rows from their partial sums: the anytime
+        predictions against the labels, both in the units a round judges (standardised)."""
+        z = self._check_labels(y, partials.shape[1]).to(partials.device)
+        if self.standardizer is not None:
+            z = self.standardizer.targets(z)
+        symptoms = self.stall.judge_held_out(self.anytime_predictions(partials), z,
+                                             self.learners.parameters)
+        if symptoms:
+            self.stall.warn(symptoms, self._stall_hint(), self._stall_remedy(), remember=False)
 
     @torch.no_grad()
     def score(self, prediction: Tensor, y: Tensor) -> dict[str, float]:

@@ -222,20 +222,22 @@ class Standardizer(nn.Module):
         features = self.features.updated(x, sync)
         self._pending = [features]
         x = _standardize(x, *self.features.shift_and_scale(features))
-        if self.labels is None:
-            self._require_finite_spread(features.sq_dev.sum(), x)
-            return x, z, _identity
-        labels = self.labels.updated(z, sync)
-        self._pending.append(labels)
-        self._require_finite_spread(features.sq_dev.sum() + labels.sq_dev.sum(), x)
-        return x, _standardize(z, *self.labels.shift_and_scale(labels)), self.outputs
+        if self.labels is not None:
+            labels = self.labels.updated(z, sync)
+            self._pending.append(labels)
+            z = _standardize(z, *self.labels.shift_and_scale(labels))
+        self._require_finite_spread(x.dtype)
+        return x, z, _identity if self.labels is None else self.outputs
 
-    def _require_finite_spread(self, sq_dev_sum: Tensor, x: Tensor) -> None:
-        """State that the squared deviations did not overflow float64, as a value of the
-        features' dtype (the round's other checks' dtype: no promotion of their sum): scaled
-        by 2⁻¹⁰²⁰, float64's largest number is about 16, so only an overflow is not finite."""
-        require_finite((sq_dev_sum * scalar(2.0 ** -1020, sq_dev_sum)).to(x.dtype),
-                       self._explain_overflow)
+    def _require_finite_spread(self, dtype: torch.dtype) -> None:
+        """State that the pending statistics' squared deviations did not overflow float64, as a
+        value of ``dtype`` (the features': the round's other checks' dtype, no promotion of
+        their sum): scaled by 2⁻¹⁰²⁰, float64's largest number is about 16, so only an overflow
+        is not finite."""
+        total = self._pending[0].sq_dev.sum()
+        for stats in self._pending[1:]:
+            total = total + stats.sq_dev.sum()
+        require_finite((total * scalar(2.0 ** -1020, total)).to(dtype), self._explain_overflow)
 
     def _explain_overflow(self) -> None:
         """Name the values whose spread float64 cannot hold (squared deviations past 1.8e308:
@@ -271,6 +273,14 @@ class Standardizer(nn.Module):
         if not self.features.started:
             return x
         return _standardize(x, *self.features.shift_and_scale())
+
+    def targets(self, z: Tensor) -> Tensor:
+        """Encoded labels ``(B, m)`` in the units a round's learners and stall monitor see:
+        standardised with the current statistics for a regression loss (as given before any
+        round, and for classifiers)."""
+        if self.labels is None or not self.labels.started:
+            return z
+        return _standardize(z, *self.labels.shift_and_scale())
 
     def outputs(self, y: Tensor) -> Tensor:
         """Standardised predictions ``(B, m)`` in the user's units (identity for classifiers;

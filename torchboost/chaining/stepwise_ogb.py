@@ -157,8 +157,9 @@ class StepwiseOGB(AtomicLoad, nn.Module):
             grad = gradient(prediction)
             round_.step(self.container, outputs, grad.expand_as(outputs) / outputs.shape[1],
                         None, None)
-            round_.on_rollback(self.container.schedules_restorer())  # last, as in a booster
-            self.container.step_schedules()
+            restore = self.container.schedules_restorer()  # last, as in a booster's round
+            round_.on_rollback(restore)
+            self.container.step_schedules(restore=restore)
         return prediction
 
     def _gradient(self, prediction: Tensor, y: Tensor) -> Tensor:

@@ -37,6 +37,9 @@ from torch import Tensor
 from torchboost.data.stream import is_stateful
 from torchboost.losses import Loss, get_loss
 
+__all__ = ["REASONS", "BadInputError", "Policy", "ResumableScreenedStream", "ScreenedModel",
+           "ScreenedStream"]
+
 
 class _LearnerDtype(Protocol):
     dtype: torch.dtype
@@ -55,8 +58,6 @@ class ScreenedModel(Protocol):
     @property
     def learners(self) -> _LearnerDtype: ...
 
-__all__ = ["REASONS", "BadInputError", "Policy", "ResumableScreenedStream", "ScreenedModel",
-           "ScreenedStream"]
 
 Policy = Literal["raise", "skip"]
 """What a :class:`ScreenedStream` does with a bad row: raise :class:`BadInputError`, or skip it."""

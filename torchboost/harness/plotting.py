@@ -31,13 +31,15 @@ def plot_compute_curves(curves: Mapping[str, Curve], *, title: str = "",
     """
     fig = Figure(figsize=(6.0, 4.2))  # no pyplot: no global state, works headless
     ax = fig.subplots()
-    shown = {name: [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
-             for name, points in curves.items()}
+    def drawable(points: Curve) -> list[tuple[float, float]]:  # log axes: positive only
+        return [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
+
+    shown = {name: drawable(points) for name, points in curves.items()}
     for name, points in shown.items():
         if points:  # one colour and marker per method in every figure (:mod:`.palette`)
             ax.plot(*zip(*points, strict=True), label=name, **method_style(name))
     for name, points in (markers or {}).items():
-        points = [(u, v) for u, v in points if u > 0 and (v > 0 or not log)]
+        points = drawable(points)
         if points:  # the method's colour, hollow: not a line of its own
             style = method_style(name)
             ax.scatter(*zip(*points, strict=True), s=30, zorder=4, label=name,

@@ -12,6 +12,7 @@ import schedulefree
 import torch
 from torch import Tensor
 
+from torchboost.learners.averaging import is_schedule_free
 from torchboost.learners.cocob import COCOBBackprop
 from torchboost.learners.prodigy import Prodigy
 
@@ -189,7 +190,7 @@ def _try_step(cls: type[torch.optim.Optimizer], kwargs: dict[str, Any]) -> None:
         optimizer = cls([param], **kwargs)
         if kwargs.get("capturable"):  # its step needs the learners' device (CUDA): built only
             return
-        switch = "train_mode" in optimizer.defaults and callable(getattr(optimizer, "eval", None))
+        switch = is_schedule_free(optimizer)
         if switch:
             optimizer.train()  # type: ignore[attr-defined]
         optimizer.step()

@@ -233,13 +233,15 @@ class WeakLearners(StackingProbe, nn.Module):
             sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
         self.engine.optimizer_step(index)
 
-    def step_schedules(self, index: int | None = None) -> None:
+    def step_schedules(self, index: int | None = None,
+                       restore: Callable[[], None] | None = None) -> None:
         """Step the learning-rate schedulers once: every optimizer's, or only learner
         ``index``'s (a stage of stagewise boosting: each learner's schedule runs during its own
         stage). Boosters call this last in a round, having registered :meth:`schedules_restorer`
-        with the round's transaction; if a scheduler raises (``OneCycleLR`` past its
-        ``total_steps``, a user's ``LambdaLR``), every scheduler is put back as it was."""
-        restore = self.schedules_restorer(index)
+        with the round's transaction (and passing it as ``restore``: the schedulers are copied
+        once); if a scheduler raises (``OneCycleLR`` past its ``total_steps``, a user's
+        ``LambdaLR``), every scheduler is put back as it was."""
+        restore = self.schedules_restorer(index) if restore is None else restore
         try:
             for scheduler in self._chosen_schedulers(index):
                 scheduler.step()
@@ -417,4 +419,3 @@ def _build_modules(learners: LearnerSource, n_learners: int | None) -> list[nn.M
     ):
         raise ValueError("weak learners share parameters; each learner needs its own module")
     return modules
-
