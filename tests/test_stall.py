@@ -445,3 +445,15 @@ def test_periodic_held_out_evaluation_mid_stream_does_not_judge_the_stream():
         warnings.simplefilter("error", BoostingStallWarning)
         evaluate_held_out(booster, x_test, y_test)
     assert booster.stall.judges_held_out()  # still to be judged by evaluate()
+
+
+def test_the_short_stream_experiment_scores_a_run_as_it_reports_it(monkeypatch):
+    from boost_helpers import imported_experiment
+
+    from torchboost.data import load_abalone
+
+    with imported_experiment(monkeypatch, "stall_short_streams") as experiment:
+        run = experiment.run(load_abalone(), "abalone", 350, 0)
+    assert set(run) >= {"metric", "constant", "loses", "warned"}
+    assert run["loses"] == (run["metric"] >= run["constant"])
+    assert run["warned"] == run["loses"]  # abalone, 350 rows: beats the constant, silent

@@ -73,7 +73,8 @@ def default_targets(loss: Any) -> Targets:
     """The targets a booster fits unless told: Newton for a classification loss with a Hessian
     (logistic, softmax), as the estimators do, gradient otherwise (for squared loss the two
     are equal; the paper's Alg. 1 is ``targets="gradient"``). On MNIST, one pass, ConvNet
-    N = 8, softmax: 2.37 % test error on Newton targets against 5.16 % on gradient targets."""
+    N = 8, softmax, at the defaults: 2.21 % test error on Newton targets against 4.91 % on gradient
+    targets (``experiments/classification_targets.py``)."""
     try:
         resolved = get_loss(loss)
     except ValueError:

@@ -272,8 +272,9 @@ class StallMonitor(nn.Module):
         monitor object and changes no state the ``state_dict`` holds (no flags, not
         :attr:`warned`): evaluating must not change the model, and a later window still warns.
 
-        Measured on the repository's streams (abalone, pol, kin40k, protein, keggundirected,
-        adult; the first 350, 1,000, 2,000 and 3,500 examples, two seeds, default SGB): it
+        Measured on the repository's streams (``experiments/stall_short_streams.py``: abalone,
+        pol, kin40k, protein, keggundirected, adult; the first 350, 1,000, 2,000 and 3,500
+        examples, two seeds, default SGB): it
         warned on the 6 runs that ended worse than the best constant (kin40k up to 2,000
         examples, protein at 350) and on none of the 42 that beat it."""
         if not self.judges_held_out():
