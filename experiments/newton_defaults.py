@@ -99,8 +99,9 @@ def build(variant: str, kind: str, d: int, k: int) -> Any:
         options["lr_output_scale"] = 1.0
     elif variant == "output/√(N·η)":
         options["lr_output_scale"] = (n * 0.5) ** -0.5
+    # newton_clip=None: measured before Newton targets were clipped (DEFAULT_NEWTON_CLIP)
     return SGB(factory, "softmax", n_outputs=k, n_learners=n, targets="newton",
-               stall_window=None, **options)
+               newton_clip=None, stall_window=None, **options)
 
 
 def run(name: str, kind: str, variant: str, seed: int, passes: int) -> list[float]:

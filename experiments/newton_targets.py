@@ -56,8 +56,10 @@ def methods(kind: str) -> dict[str, Callable[[], Booster]]:
     common = {"n_outputs": 10, "optimizer": torch.optim.Adam, "optimizer_kwargs": {"lr": lr},
               "standardize": False}
 
-    def sgb(**options: object) -> Callable[[], Booster]:
-        return lambda: SGB(factory, "softmax", n_learners=N_LEARNERS, **common, **options)
+    def sgb(**options: object) -> Callable[[], Booster]:  # newton_clip=None: measured
+        # before Newton targets were clipped (DEFAULT_NEWTON_CLIP)
+        return lambda: SGB(factory, "softmax", n_learners=N_LEARNERS, newton_clip=None,
+                           **common, **options)
 
     out: dict[str, Callable[[], Booster]] = {
         "single": lambda: SingleLearner(factory, "softmax", **common),

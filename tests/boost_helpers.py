@@ -125,3 +125,19 @@ def assert_identical(a: Any, b: Any) -> None:
             assert_identical(x, y)
     else:
         assert a == b
+
+
+class InterruptedLinear(nn.Module):
+    """A linear learner ``(d, m)`` whose training forward raises ``KeyboardInterrupt`` while the
+    class's ``fail`` is set (an interrupted round, for the all-or-nothing tests)."""
+
+    fail = False
+
+    def __init__(self, d: int, m: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(d, m)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if type(self).fail and torch.is_grad_enabled():
+            raise KeyboardInterrupt("interrupted")
+        return self.linear(x)

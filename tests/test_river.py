@@ -8,6 +8,7 @@ import torch
 
 pytest.importorskip("river")
 
+from boost_helpers import InterruptedLinear
 from river import checks, datasets, dummy, evaluate, linear_model, metrics, preprocessing, stats
 
 from torchboost import OGB
@@ -125,19 +126,8 @@ def test_a_string_for_classes_is_refused_not_split_into_letters() -> None:
     assert SGBClassifier(["o", "g", "b"]).classes == ["o", "g", "b"]  # a list of labels is fine
 
 
-class _Interrupted(torch.nn.Module):
-    """A learner whose training forward raises ``KeyboardInterrupt`` while ``fail`` is set."""
-
+class _Interrupted(InterruptedLinear):
     fail = True
-
-    def __init__(self, d: int, m: int) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(d, m)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fail and torch.is_grad_enabled():
-            raise KeyboardInterrupt("interrupted in the first round")
-        return self.linear(x)
 
 
 def test_a_first_round_that_raises_forgets_its_feature_names_and_booster():

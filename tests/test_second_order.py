@@ -75,6 +75,38 @@ def test_newton_direction_and_floor():
         SGB(linear_learners([[1.0]]), "logistic", targets="newton", hessian_floor=0.0)
 
 
+def test_newton_targets_are_clipped_as_logitboosts_working_response():
+    """The direction is clipped to ±newton_clip (default 4), its weights are not."""
+    partials = torch.tensor([[[0.0], [10.0]], [[0.0], [0.0]]])  # y^0 for 2 examples, y^1
+    z = torch.tensor([[1.0], [-1.0]])
+    clipped = SGB(linear_learners([[1.0]]), "logistic", targets="newton", standardize=False)
+    assert clipped.newton_clip == 4.0 and clipped.config()["newton_clip"] == 4.0
+    # y = 0, z = +1: −½ / ¼ = −2 (within); y = 10, z = −1: σ(10) / 0.01 ≈ 99.995 → 4
+    direction, weights = clipped.learner_objective(torch.zeros(1, 2, 1), partials, z)
+    assert direction.flatten().tolist() == pytest.approx([-2.0, 4.0])
+    assert weights.flatten().tolist() == pytest.approx([0.25, 0.01])
+    free = SGB(linear_learners([[1.0]]), "logistic", targets="newton", standardize=False,
+               newton_clip=None)
+    direction, _ = free.learner_objective(torch.zeros(1, 2, 1), partials, z)
+    assert direction.flatten().tolist() == pytest.approx([-2.0, sigmoid(10.0) / 0.01])
+    with pytest.raises(ValueError, match="newton_clip"):
+        SGB(linear_learners([[1.0]]), "logistic", targets="newton", newton_clip=0.0)
+
+
+def test_a_state_saved_before_the_clip_resumes_without_it():
+    saved = SGB(linear_learners([[1.0]]), "logistic", targets="newton").state_dict()
+    config = saved["_extra_state"]["config"]
+    del config["newton_clip"]  # as saved before the clip was recorded
+    booster = SGB(linear_learners([[1.0]]), "logistic", targets="newton")
+    booster.load_state_dict(saved)
+    assert booster.newton_clip is None
+    config["hessian_floor"] = 0.5  # refused: the clip is put back with everything else
+    other = SGB(linear_learners([[1.0]]), "logistic", targets="newton")
+    with pytest.raises(ValueError, match="hessian_floor"):
+        other.load_state_dict(saved)
+    assert other.newton_clip == 4.0
+
+
 @pytest.mark.parametrize("mode", ["stacked", "loop"])
 def test_softmax_newton_round_by_hand(mode):
     booster = SGB(matrix_learners([[[1.0], [-1.0]], [[0.5], [0.5]]]), "softmax",

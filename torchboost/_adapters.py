@@ -23,6 +23,7 @@ __all__ = [
     "LR_SCHEDULES",
     "OPTIMIZERS",
     "LearnerFactory",
+    "booster_outputs",
     "build_booster",
     "checked_device",
     "lr_schedule",
@@ -117,6 +118,12 @@ def lr_schedule(name: str, rounds: int | None) -> LRSchedulerFactory | None:
     return cosine_schedule(max(1, rounds))
 
 
+def booster_outputs(loss: str, n_outputs: int) -> int:
+    """The outputs of a booster for a problem of ``n_outputs`` (classes for a classifier):
+    binary losses (logistic, hinge) have one, a score."""
+    return 1 if loss in ("logistic", "hinge") else n_outputs
+
+
 def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n_outputs: int,
                   n_learners: int, hidden: int, activation: str,
                   learner: LearnerFactory | None, booster_kwargs: dict[str, Any] | None,
@@ -124,7 +131,8 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
                   dtype: str | torch.dtype, device: str | torch.device, seed: int,
                   classifier: bool = False,
                   lr_scheduler: LRSchedulerFactory | None = None,
-                  chained: bool = False, standardized_labels: bool = False) -> Booster:
+                  chained: bool = False, standardized_labels: bool = False,
+                  averaging_window: int | None = None) -> Booster:
     """A fresh booster of ``n_learners`` learners (the default :class:`TwoLayerNet` or
     ``learner(n_features, out)``) with ``y0="mean"``, built from ``seed`` in ``dtype`` on
     ``device``. ``n_outputs`` is the problem's (classes for a classifier); binary losses
@@ -134,8 +142,8 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     recommends) unless ``booster_kwargs`` choose ``targets``. ``chained``: chained learners
     (:mod:`~torchboost.learners.chained`). ``standardized_labels``: the caller standardised the
     regression labels, which OGB and ConvexHullOGB are told where ``booster_kwargs`` turn
-    their own standardisation off (their bound and radius warning). ``ValueError`` for an
-    unknown name."""
+    their own standardisation off (their bound and radius warning). ``averaging_window``: the
+    boosters' (for a stream that changes). ``ValueError`` for an unknown name."""
     if isinstance(booster, str):
         if booster not in BOOSTERS:
             raise ValueError(f"booster must be one of {sorted(BOOSTERS)} or a Booster subclass, "
@@ -155,7 +163,7 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)} or a "
                              f"torch.optim.Optimizer class, got {optimizer!r}")
         optimizer = OPTIMIZERS[optimizer]
-    out_dim = 1 if loss in ("logistic", "hinge") else n_outputs
+    out_dim = booster_outputs(loss, n_outputs)
     if learner is None:
         def factory() -> nn.Module:
             return TwoLayerNet(n_features, hidden, out_dim, activation)
@@ -167,6 +175,12 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
         kwargs["lr_scheduler"] = lr_scheduler
     if flag("chained", chained):
         kwargs["chained"] = True
+    if averaging_window is not None:
+        if (booster_kwargs or {}).get("averaging_window", averaging_window) != averaging_window:
+            raise ValueError(f"averaging_window={averaging_window!r} and booster_kwargs' "
+                             f"averaging_window={booster_kwargs['averaging_window']!r} "  # type: ignore[index]
+                             "disagree: set it in one place")
+        kwargs["averaging_window"] = averaging_window
     if cls is not SingleLearner:
         kwargs["n_learners"] = n_learners
     if classifier and issubclass(cls, SGB) and get_loss(loss).has_hessian:

@@ -11,15 +11,24 @@ They speak river's dict-per-example protocol (``learn_one``, ``predict_one``,
 them (``batch_size=1``: a round per example); predictions use the model as of the last round.
 ``learn_many`` adds its rows to the same buffer.
 
-**Features.** The feature names are fixed by the first example learnt (sorted by their
+**Features.** The feature names are those of the first example learnt (sorted by their
 ``str``, so the order of a dict's keys never matters); a name missing from a later example
-counts as 0 and a name not in the first example is ignored.
+counts as 0. A name first seen later is added after them (river's linear models do the same):
+the booster grows at its next round, every learner's input layer taking a column of zeros, so
+what it learnt is kept and the new feature is learnt from then on (:mod:`torchboost.boosters.
+growth`; the examples before it count as 0 in the standardiser's statistics, as river reads
+them). Until that round predictions use :attr:`~SGBRegressor.learnt_features`.
 Features are used as given: standardise them in the pipeline, as river's linear models need too
 (``preprocessing.StandardScaler() | SGBRegressor()``).
 
-**Classes.** A classifier is binary with labels ``False``/``True`` (river's convention; 0/1 are
-the same keys) unless ``classes=[...]`` lists every label up front (logistic loss for two
-classes, softmax for more): the booster's outputs are fixed when it is built.
+**Classes.** ``classes=[...]`` fixes the labels up front (logistic loss for two classes, softmax
+for more). Without it the classifier is class-incremental: the classes are those seen, in the
+order they come (the first binary label, ``False``/``True`` or 0/1, brings both: river's
+convention), and a label seen for the first time is a new class. Two classes are boosted with
+the logistic loss; at a third the booster grows into a softmax one (logits 0 and the binary
+score for the first two: the same probabilities), and each new class gets a fresh output row in
+every learner and starts at ``y^0``, the log of its frequency so far; until that round it has
+probability 0. A user's binary ``loss`` cannot grow: a third class raises.
 
 The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``chained``,
 ``optimizer``, ``learning_rate``, ``n_threads``, …) are those of :mod:`torchboost.sklearn`'s
@@ -30,6 +39,12 @@ learners (schedule-free, ``optimizer="schedule_free"``) need no horizon and no s
 :func:`~torchboost.decay_schedule`, for Adam). A classifier boosted by an SGB variant fits
 Newton targets, as the README recommends (``booster_kwargs={"targets": "gradient"}``: the
 paper's).
+
+**Drift.** ``averaging_window`` (rounds; default ``None``) bounds the schedule-free learners'
+weight average to about their last ``averaging_window`` rounds
+(:func:`~torchboost.learners.averaging.window_average`): the uniform average over a whole stream
+is slow to leave a concept that changed. 30 recovered from every abrupt change of river's
+``FriedmanDrift`` as fast as Adam (``docs/results/streams.md``).
 
 Examples:
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -46,6 +61,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -57,9 +73,10 @@ try:
 except ImportError as error:  # pragma: no cover - the optional extra is missing
     raise ImportError("torchboost.river needs river: pip install 'torchboost[river]'") from error
 
-from torchboost._adapters import LearnerFactory, build_booster, torch_dtype
+from torchboost._adapters import LearnerFactory, booster_outputs, build_booster, torch_dtype
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
+from torchboost.boosters.growth import grown_state
 from torchboost.params import integer, positive_int
 from torchboost.threads import check_threads, thread_count, threads
 
@@ -124,14 +141,16 @@ def _number(name: Hashable, value: Any, limit: float = math.inf) -> float:
     return number
 
 
-def _rows(X: Any, features: list[Hashable] | None,
-          limit: float = math.inf) -> tuple[list[Hashable], list[list[float]]]:
-    """The feature names (``features``, or those of the first row if ``None``) and every row of
-    ``X`` (a pandas ``DataFrame`` or a sequence of dicts) as finite floats in their order; a
-    bad value raises naming its feature (and its row)."""
+def _rows(X: Any, features: list[Hashable] | None, limit: float = math.inf,
+          new_features: bool = False) -> tuple[list[Hashable], list[list[float]]]:
+    """The feature names and every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts)
+    as finite floats in their order; a bad value raises naming its feature (and its row). The
+    names are ``features`` (those of the first row, sorted, if ``None``), followed where
+    ``new_features`` by every other name in ``X`` (sorted)."""
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):
         columns = list(X.columns)
-        names = features if features is not None else sorted(columns, key=str)
+        names = _with_new(features or [], columns) if new_features or features is None \
+            else features
         if X.shape[0] == 0:
             return names, []
         matrix, present = np.zeros((X.shape[0], len(names))), set(columns)
@@ -151,8 +170,17 @@ def _rows(X: Any, features: list[Hashable] | None,
     if not rows:
         return features or [], []
     names = features if features is not None else sorted(rows[0], key=str)
+    if new_features:
+        names = _with_new(names, (name for x in rows for name in x))
     return names, [[_checked(name, x.get(name, 0.0), i, limit) for name in names]
                    for i, x in enumerate(rows)]
+
+
+def _with_new(features: list[Hashable], names: Iterable[Hashable]) -> list[Hashable]:
+    """``features`` followed by the ``names`` not among them, sorted by their ``str`` (so the
+    order in which a dict lists its keys never matters)."""
+    known = set(features)
+    return features + sorted({name for name in names if name not in known}, key=str)
 
 
 def _finite_column(name: Hashable, column: np.ndarray, limit: float) -> np.ndarray:
@@ -184,7 +212,7 @@ class _RiverBoosting:
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | str | None = "auto", lr_schedule: str = "constant",
-                 chained: bool = False) -> None:
+                 chained: bool = False, averaging_window: int | None = None) -> None:
         batch_size, seed = positive_int("batch_size", batch_size), integer("seed", seed)
         self.booster = booster
         self.n_learners = n_learners
@@ -203,7 +231,10 @@ class _RiverBoosting:
         self.device = device
         self.dtype = dtype
         self.n_threads = check_threads(n_threads)
+        self.averaging_window = (None if averaging_window is None
+                                 else positive_int("averaging_window", averaging_window))
         self.features: list[Hashable] | None = None
+        self._known: frozenset[Hashable] = frozenset()
         self.booster_: Booster | None = None
         self._x: list[list[float]] = []
         self._y: list[Any] = []
@@ -225,64 +256,129 @@ class _RiverBoosting:
         return len(self._x)
 
     def _vector(self, x: dict[Hashable, Any]) -> list[float]:
-        """``x`` as finite floats in the order of :attr:`features` (which must be fixed)."""
-        assert self.features is not None
+        """``x`` as finite floats in the order of :attr:`learnt_features`."""
         _check_mapping(x)
         limit = self._limit
-        return [_number(name, x.get(name, 0.0), limit) for name in self.features]
+        return [_number(name, x.get(name, 0.0), limit) for name in self.learnt_features]
 
     def flush(self) -> None:
         """Run one round on the buffered examples now (however few). If the round raises, the
         booster is as it was and the examples stay buffered."""
         if not self._x:
             return
-        first = self.booster_ is None
-        if first:  # a first round that raises leaves no booster (the builder forks the RNG)
-            assert self.features is not None
-            self.booster_ = build_booster(
-                self.booster, loss=self.loss if self.loss is not None else self._default_loss(),
-                n_features=len(self.features), n_outputs=self._n_outputs(),
-                n_learners=self.n_learners, hidden=self.hidden, activation=self.activation,
-                learner=self.learner, booster_kwargs=self.booster_kwargs,
-                optimizer=self.optimizer, learning_rate=self.learning_rate, dtype=self.dtype,
-                device=self.device, seed=self.seed, classifier=self._is_classifier,
-                lr_scheduler=lr_schedule_factory(self.lr_schedule, None), chained=self.chained)
-        try:
-            x = self._tensor(self._x)
-            y = self._encode(self._y).to(self.device)
-            with threads(thread_count(self.n_threads, self.device, self.booster_, len(x))):
-                self.booster_.learn(x, y)
-        except BaseException:
-            if first:
-                self.booster_ = None
-            raise
+        x = self._tensor(self._x)
+        y = self._encode(self._y).to(self.device)
+        # a first round that raises leaves no booster (the builder forks the RNG); a grown
+        # booster is a copy, kept only once its round succeeds
+        booster = self._build() if self.booster_ is None else self._grown(self.booster_)
+        with threads(thread_count(self.n_threads, self.device, booster, len(x))):
+            booster.learn(x, y)
+        self.booster_ = booster
         self._x, self._y = [], []
+
+    def _build(self, n_features: int | None = None, loss: str | None = None,
+               n_outputs: int | None = None) -> Booster:
+        """A fresh booster for ``n_features`` features (default: :attr:`features`), ``loss`` and
+        ``n_outputs`` (default: this estimator's)."""
+        assert self.features is not None
+        return build_booster(
+            self.booster, loss=loss or self._loss_name(),
+            n_features=n_features or len(self.features), n_outputs=n_outputs or self._n_outputs(),
+            n_learners=self.n_learners, hidden=self.hidden, activation=self.activation,
+            learner=self.learner, booster_kwargs=self.booster_kwargs, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, dtype=self.dtype, device=self.device,
+            seed=self.seed, classifier=self._is_classifier,
+            lr_scheduler=lr_schedule_factory(self.lr_schedule, None), chained=self.chained,
+            averaging_window=self.averaging_window)
+
+    def _loss_name(self) -> str:
+        return self.loss if self.loss is not None else self._default_loss()
+
+    def _grown(self, booster: Booster) -> Booster:
+        """``booster``, or a grown copy of it where the stream brought features it has not
+        seen (``booster`` itself is left as it is)."""
+        assert self.features is not None and booster.input_shape is not None
+        width = booster.input_shape[0]
+        if width == len(self.features):
+            return booster
+        return self._widened(booster, len(self.features), booster.loss.name, booster.out_dim,
+                             features=width)
+
+    def _widened(self, booster: Booster, n_features: int, loss: str, n_outputs: int,
+                 **growth: Any) -> Booster:
+        """A fresh booster for ``n_features``, ``loss`` and ``n_outputs``, wider than
+        ``booster``, holding what ``booster`` learnt (:func:`~torchboost.boosters.growth.
+        grown_state`; ``growth`` says how). A twin of it learns one round of zeros first, which
+        sizes what a round builds lazily (the standardiser, the optimizers' moments)."""
+        template, sized = (self._build(n_features, loss, n_outputs) for _ in range(2))
+        if "initial_at" in growth:  # the learners' parameters as the fresh booster has them
+            growth["initial"] = {name: p.detach() for name, p in template.named_parameters()}
+        labels = torch.zeros(2, dtype=torch.int64 if self._is_classifier
+                             else torch_dtype(self.dtype), device=self.device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sized.learn(torch.zeros(2, n_features, dtype=torch.float64, device=self.device),
+                        labels)
+        state = grown_state(booster.state_dict(), sized.state_dict(), **growth)
+        self._adjust_grown(state, booster, template)
+        template.load_state_dict(state)
+        return template
+
+    def _adjust_grown(self, state: dict[str, Any], booster: Booster, template: Booster) -> None:
+        """Change a grown ``state`` where zero is not the right value for what is new (in
+        place; default: nothing)."""
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
         """Buffer ``(x, y)``; a full buffer is one boosting round. A feature that is not a
-        finite number, or an unknown or non-finite label, raises a ``ValueError`` naming it
-        before anything is buffered (the first example's names are kept only if it is
-        accepted)."""
+        finite number, or a non-finite label (or, with ``classes=[...]``, one not listed),
+        raises a ``ValueError`` naming it before anything is buffered. A feature or class seen
+        for the first time is added (the module docstring), and only if the example is
+        accepted."""
         _check_mapping(x)
-        features = self.features if self.features is not None else sorted(x, key=str)
+        features = self.features
+        if features is None:
+            features = sorted(x, key=str)
+        elif not self._known.issuperset(x):  # a feature seen for the first time
+            features = _with_new(features, x)
         values = [x.get(name, 0.0) for name in features]
         limit = self._limit
         row = _plain_floats(values, limit)  # the common case fast; the checks name the feature
         if row is None:
             row = [_number(name, v, limit) for name, v in zip(features, values, strict=True)]
-        self._encode([y])  # an unknown or non-finite label raises now, not at the round
-        self.features = features
-        self._buffer(row, y)
+        undo = (len(self.features or ()), self._register([y]))  # a bad label raises now
+        self._set_features(features)
+        self._buffer(row, y, undo)
 
     @property
     def _limit(self) -> float:
         """The largest magnitude the learners' dtype holds."""
         return _largest(self.dtype)
 
-    def _buffer(self, row: list[float], y: Any) -> None:
+    def _set_features(self, features: list[Hashable] | None) -> None:
+        """Take ``features`` (the names so far, maybe with new ones at the end: the buffered
+        rows get them as 0, a missing feature's value)."""
+        width = len(features or ())
+        for row in self._x:
+            row.extend([0.0] * (width - len(row)))
+        self.features = features
+        self._known = frozenset(features or ())
+
+    def _register(self, labels: Sequence[Any]) -> int:
+        """Check ``labels`` (``ValueError`` naming a bad one; a classifier also adds the new
+        classes, :meth:`SGBClassifier._register`); the number of classes before, for
+        :meth:`_unregister`."""
+        self._encode(labels)
+        return 0
+
+    def _unregister(self, n_classes: int) -> None:
+        """Forget the classes after the first ``n_classes`` (a classifier's)."""
+
+    def _buffer(self, row: list[float], y: Any, undo: tuple[int, int] | None = None) -> None:
         """Append one example; a full buffer is a round. If the round raises, the example is
-        taken back out, so the call changed nothing (the booster's round is all or nothing; a
-        first round that raises forgets the feature names it brought)."""
+        taken back out and, with ``undo`` (the number of features and classes before it), the
+        features and classes it brought forgotten, so the call changed nothing (the booster's
+        round is all or nothing; a first round that raises forgets the feature names it
+        brought)."""
         self._x.append(row)
         self._y.append(y)
         if len(self._x) >= self.batch_size:
@@ -292,38 +388,55 @@ class _RiverBoosting:
                 self._x.pop()
                 self._y.pop()
                 if self.booster_ is None and not self._x:  # no example was ever accepted
-                    self.features = None
+                    self._set_features(None)
+                elif undo is not None:
+                    for buffered in self._x:
+                        del buffered[undo[0]:]
+                    assert self.features is not None
+                    self._set_features(self.features[:undo[0]])
+                if undo is not None:
+                    self._unregister(undo[1])
                 raise
 
     def learn_many(self, X: Any, y: Any) -> None:
         """Buffer every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts) with its
         label in ``y``; each full buffer is one round. Every row and label is checked before any
-        is buffered: a bad one raises naming its feature and row, and nothing is learnt. Then it
-        is one :meth:`learn_one` per row: if a round fails, the rounds before it stay learnt."""
+        is buffered: a bad one raises naming its feature and row, and nothing is learnt. The
+        features and classes seen for the first time are added; then it is one
+        :meth:`learn_one` per row: if a round fails, the rounds before it stay learnt."""
         try:
             labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
         except TypeError:
             raise ValueError(f"y must be a sequence of labels, one per row of X, got "
                              f"{type(y).__name__}") from None
-        features, vectors = _rows(X, self.features, self._limit)
+        features, vectors = _rows(X, self.features, self._limit, new_features=True)
         if len(vectors) != len(labels):
             raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
         if not vectors:
             return
-        self._encode(labels)  # an unknown or non-finite label raises now, not at the round
-        self.features = features
+        self._register(labels)  # a bad label raises now, not at the round
+        self._set_features(features)
         for row, label in zip(vectors, labels, strict=True):
             self._buffer(row, label)
 
     def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
         """The model learnt so far as a plain ``nn.Module`` (:func:`torchboost.export.
-        export_booster`) on float rows ``(n, len(features))`` whose columns follow
-        :attr:`features`: scores ``(n, m)`` (the regressor's predictions in column 0), or for
+        export_booster`) on float rows whose columns follow :attr:`learnt_features`: scores
+        ``(n, m)`` (the regressor's predictions in column 0), or for
         the classifier ``output="proba"`` / ``"label"`` (indices into its classes)."""
         if self.booster_ is None:
             raise ValueError("nothing to export before the first boosting round (learn_one "
                              "fills a buffer of batch_size examples first)")
         return self.booster_.export(n_learners, output)
+
+    @property
+    def learnt_features(self) -> list[Hashable]:
+        """The features the booster has learnt from: :attr:`features` but those first seen
+        since its last round (it grows to take them at the next round)."""
+        if self.booster_ is None or self.features is None:
+            return []
+        assert self.booster_.input_shape is not None
+        return self.features[:self.booster_.input_shape[0]]
 
     # --- prediction --------------------------------------------------------------------------
     def _tensor(self, rows: list[list[float]]) -> torch.Tensor:
@@ -335,7 +448,7 @@ class _RiverBoosting:
         """Raw booster outputs ``(n, m)`` for ``X`` (``None`` before the first round)."""
         if self.booster_ is None:
             return None
-        _, vectors = _rows(X, self.features, self._limit)
+        _, vectors = _rows(X, self.learnt_features, self._limit)
         if not vectors:
             return np.zeros((0, self.booster_.out_dim))
         with threads(thread_count(self.n_threads, self.device, self.booster_, len(vectors))):
@@ -408,19 +521,21 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                  learning_rate: float | None = None, batch_size: int = 32, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32",
                  n_threads: int | str | None = "auto", lr_schedule: str = "constant",
-                 chained: bool = False) -> None:
+                 chained: bool = False, averaging_window: int | None = None) -> None:
         super().__init__(booster, n_learners, hidden, activation, learner, loss, booster_kwargs,
                          optimizer, learning_rate, batch_size, seed, device, dtype, n_threads,
-                         lr_schedule, chained)
+                         lr_schedule, chained, averaging_window)
         self.classes = classes
         if isinstance(classes, str | bytes):  # list("ogb") would be the labels o, g and b
             raise ValueError(f"classes must list the labels, got the string {classes!r}; the "
                              f"booster comes second, by name: SGBClassifier(booster={classes!r})")
-        labels = [False, True] if classes is None else list(classes)
-        if len(labels) < 2 or len(set(labels)) != len(labels):
-            raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
-        self._labels = labels
-        self._index = {label: i for i, label in enumerate(labels)}
+        if classes is not None:
+            labels = list(classes)
+            if len(labels) < 2 or len(set(labels)) != len(labels):
+                raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
+        #: the classes so far, in the order of the booster's outputs (module docstring)
+        self._labels: list[Hashable] = [] if classes is None else labels
+        self._index = {label: i for i, label in enumerate(self._labels)}
 
     @classmethod
     def _unit_test_params(cls) -> Any:
@@ -431,10 +546,10 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
         return len(self._labels) > 2
 
     def _default_loss(self) -> str:
-        return "logistic" if len(self._labels) == 2 else "softmax"
+        return "logistic" if len(self._labels) <= 2 else "softmax"
 
     def _n_outputs(self) -> int:
-        return len(self._labels)
+        return max(2, len(self._labels))
 
     def _encode(self, y: Sequence[Any]) -> torch.Tensor:
         try:
@@ -444,22 +559,96 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                              f"{next(v for v in y if not isinstance(v, Hashable))!r}") from None
         except KeyError as error:
             raise ValueError(f"label {error.args[0]!r} is not among the classes {self._labels} "
-                             "(list every label with classes=[...])") from None
+                             "given by classes=[...] (list every label there, or leave classes "
+                             "out to add the classes as they come)") from None
+
+    def _register(self, labels: Sequence[Any]) -> int:
+        """Without ``classes``, add the labels not seen before, in the order they come (the
+        first binary label, ``False``/``True`` or 0/1, brings both, river's binary convention);
+        ``ValueError`` for a label that cannot be a class, or for a third class that a binary
+        loss cannot take (nothing is added then)."""
+        before = len(self._labels)
+        if self.classes is not None:
+            self._encode(labels)
+            return before
+        new: dict[Hashable, None] = {}
+        for label in labels:
+            if not isinstance(label, Hashable) or label != label:  # NaN
+                raise ValueError(f"labels must be hashable class labels (not NaN), got "
+                                 f"{label!r}")
+            if label not in self._index:
+                new[label] = None
+        if not new:
+            return before
+        added = list(new)
+        if not self._labels and added[0] in (False, True):  # river's binary convention
+            added = [False, True] + [label for label in added if label not in (False, True)]
+        if before + len(added) > 2:
+            self._require_more_classes()
+        self._labels = self._labels + added
+        self._index = {label: i for i, label in enumerate(self._labels)}
+        return before
+
+    def _require_more_classes(self) -> None:
+        """``ValueError`` where the loss is binary (a user's ``loss``)."""
+        if self.loss is not None and self.loss != "softmax":
+            raise ValueError(f"the stream brings a class beyond {self._labels}, but loss="
+                             f"{self.loss!r} is binary: leave loss out (softmax for more than "
+                             "2 classes) or list every label with classes=[...]")
+
+    def _unregister(self, n_classes: int) -> None:
+        if len(self._labels) > n_classes:
+            self._labels = self._labels[:n_classes]
+            self._index = {label: i for i, label in enumerate(self._labels)}
+
+    def _grown(self, booster: Booster) -> Booster:
+        """``booster``, or a grown copy of it where the stream brought features or classes it
+        has not seen: a binary booster becomes a softmax one whose logits are 0 for the first
+        class and the binary score for the second (the same probabilities), and every new
+        class starts at ``y^0`` (the log of its frequency)."""
+        booster = super()._grown(booster)
+        loss, n_outputs = self._loss_name(), self._n_outputs()
+        if booster.loss.name == loss and booster.out_dim == booster_outputs(loss, n_outputs):
+            return booster
+        if booster.loss.name == loss:  # softmax: the old classes keep their outputs
+            index = list(range(booster.out_dim))
+        elif booster.loss.name == "logistic" and loss == "softmax":
+            index = [1]  # the binary score is class 1's logit against class 0's 0
+        else:  # pragma: no cover - _require_more_classes refuses the rest
+            raise AssertionError(f"cannot grow a {booster.loss.name} booster to {loss}")
+        assert self.features is not None
+        known = max(2, booster.out_dim)  # the classes the booster has outputs for
+        return self._widened(booster, len(self.features), loss, n_outputs, outputs=index,
+                             initial_at=range(known, n_outputs), drop=("stall.",))
+
+    def _adjust_grown(self, state: dict[str, Any], booster: Booster, template: Booster) -> None:
+        """A binary booster's label statistic counts class 1; softmax's counts each class."""
+        if booster.loss.name == "logistic" and template.loss.name == "softmax":
+            counts = state["label_statistic_sum"]
+            counts[0] = booster.samples_seen - booster.label_statistic_sum[0]
 
     def _before_first_round(self) -> dict[Hashable, float]:
-        counts = np.ones(len(self._labels))  # add-one: uniform before any label
+        """The buffered labels' frequencies, add-one (uniform before any label; before any
+        class is seen, over ``False``/``True``: river's binary convention)."""
+        labels = self._labels or [False, True]
+        counts = np.ones(len(labels))
         for label in self._y:
             counts[self._index[label]] += 1
-        return dict(zip(self._labels, (counts / counts.sum()).tolist(), strict=True))
+        return dict(zip(labels, (counts / counts.sum()).tolist(), strict=True))
 
     def _proba(self, scores: np.ndarray) -> np.ndarray:
-        """``(n, k)`` probabilities from ``(n, m)`` scores (hinge: 0/1 by the sign)."""
+        """``(n, k)`` probabilities of the ``k`` classes so far from ``(n, m)`` scores (hinge:
+        0/1 by the sign; a binary booster that has seen one class: 1 for it; 0 for a class
+        still buffered, which the booster learns from its next round)."""
         s = torch.from_numpy(scores)
         if s.shape[1] == 1:
             loss = self.booster_.loss.name if self.booster_ is not None else "logistic"
             p = torch.sigmoid(s[:, 0]) if loss == "logistic" else (s[:, 0] > 0).double()
-            return torch.stack([1.0 - p, p], 1).numpy()
-        return torch.softmax(s, 1).numpy()
+            proba = torch.stack([1.0 - p, p], 1)[:, :len(self._labels)]
+            proba = proba / proba.sum(1, keepdim=True)
+        else:
+            proba = torch.softmax(s, 1)
+        return torch.nn.functional.pad(proba, (0, len(self._labels) - proba.shape[1])).numpy()
 
     def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[Hashable, float]:
         scores = self._scores_one(x)
@@ -487,7 +676,8 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
         scores = self._scores_many(X)
         if scores is None:
             prior = self._before_first_round()
-            values: list[Any] = [max(prior, key=prior.get)] * len(_as_list(X))
+            guess = max(prior, key=prior.get) if prior else None  # None: no class seen yet
+            values: list[Any] = [guess] * len(_as_list(X))
         else:
             values = [self._labels[i] for i in self._proba(scores).argmax(1).tolist()]
         return _series(values, X)

@@ -131,6 +131,11 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             output by output (default on; ``False``: as computed). Trees never leave that
             range; a network can, far, on rows unlike any seen. Training is unchanged: the
             learners' targets and partial sums are not clipped (:mod:`.bounds`).
+        averaging_window: for a stream that changes: the schedule-free learners' weights average
+            over about their last ``averaging_window`` rounds, not every round
+            (:func:`~torchboost.learners.averaging.window_average`; on river's
+            ``FriedmanDrift``, 30 recovers from an abrupt change as fast as Adam). Default
+            ``None``: the uniform average of schedule-free AdamW.
     """
 
     def __init__(
@@ -153,6 +158,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         chained: bool = False,
         n_threads: int | str | None = "auto",
         bound_predictions: bool = True,
+        averaging_window: int | None = None,
     ) -> None:
         super().__init__()
         self.n_threads = check_threads(n_threads)  # :class:`~.threading.ThreadChoice`
@@ -172,6 +178,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             if lr_scheduler is not None:
                 raise ValueError("these WeakLearners are built already: pass lr_scheduler to "
                                  "WeakLearners(...) instead of the booster")
+            if averaging_window is not None:
+                raise ValueError("these WeakLearners are built already: pass averaging_window "
+                                 "to WeakLearners(...) instead of the booster")
             if chained and not learners.chained:
                 raise ValueError("these WeakLearners are built already, unchained: pass "
                                  "chained=True to WeakLearners(...) instead of the booster")
@@ -181,7 +190,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
                                    | ({} if lr_fan_in is None else {"lr_fan_in": lr_fan_in}))
             self.learners = WeakLearners(learners, n_learners, optimizer, rule["optimizer_kwargs"],
                                          mode, compile, rule.get("lr_fan_in"), lr_scheduler,
-                                         lr_output_scale, chained)
+                                         lr_output_scale, chained, averaging_window)
         n = len(self.learners)
         self.y0_mode = _check_y0(y0, self.out_dim)
         fixed_y0 = torch.zeros(self.out_dim) if isinstance(y0, str) else torch.as_tensor(

@@ -12,6 +12,7 @@ from torch import Tensor
 from torchboost.boosters.default_lr import DEFAULT_LR, DEFAULT_LR_FAN_IN
 from torchboost.boosters.gradient_boosting import (
     DEFAULT_HESSIAN_FLOOR,
+    DEFAULT_NEWTON_CLIP,
     STEP_BUDGET,
     GradientBoosting,
     Targets,
@@ -36,11 +37,13 @@ class SGB(GradientBoosting):
       diagonal Hessian there (:meth:`~torchboost.losses.Loss.newton`) — LogitBoost's working
       response and weights (Friedman, Hastie & Tibshirani 2000, Alg. 3) and XGBoost's
       second-order objective (Chen & Guestrin 2016, Eq. 3–6), applied to every stage of the
-      stream. The learner's loss is ``mean_b Σ_k w_k (g_k / w_k − h_k)²``, whose gradient
-      ``2 (w h − g) / B`` stays bounded where ``H → 0``. For squared loss ``H = 1``, so Newton
-      targets equal gradient targets. Needs a loss with a Hessian (not absolute or hinge).
-      The default for logistic and softmax losses (:func:`~torchboost.boosters.
-      gradient_boosting.default_targets`); the paper's Alg. 1 is ``targets="gradient"``.
+      stream, the direction clipped to ``±newton_clip`` as LogitBoost's working response is
+      (:data:`~torchboost.boosters.gradient_boosting.DEFAULT_NEWTON_CLIP`). The learner's loss
+      is ``mean_b Σ_k w_k (g_k / w_k − h_k)²``, whose gradient ``2 (w h − g) / B`` stays
+      bounded where ``H → 0``. For squared loss ``H = 1``, so Newton targets equal gradient
+      targets (within the clip). Needs a loss with a Hessian (not absolute or hinge). The
+      default for logistic and softmax losses (:func:`~torchboost.boosters.gradient_boosting.
+      default_targets`); the paper's Alg. 1 is ``targets="gradient"``.
     * ``step="learned"``: each ``η_i`` is learned online from the booster's own loss at the
       partial sum it produces, ``ℓ(y^i) = ℓ(y^{i−1} − η_i h_i)``, whose derivative is
       ``∂ℓ(y^i)/∂η_i = −∇ℓ(y^i) · h_i`` in closed form (no autograd across learners). The rule
@@ -64,6 +67,7 @@ class SGB(GradientBoosting):
         targets: ``"gradient"`` (the paper) or ``"newton"``; default: Newton for logistic and
             softmax losses, gradient otherwise.
         hessian_floor: ``w``'s floor for Newton targets (default :data:`DEFAULT_HESSIAN_FLOOR`).
+        newton_clip: the bound on the Newton targets' magnitude (default 4; ``None``: none).
         step_lr: Adam's learning rate on ``log η_i`` for a learned step (default 0.01).
         standardize: scale-free training (:mod:`~torchboost.boosters.scaling`, default on):
             features and, for regression losses, labels standardised with running statistics
@@ -105,7 +109,8 @@ class SGB(GradientBoosting):
 
     def __init__(self, learners: Any, loss: Any = "squared", *,
                  step: float | Literal["learned"] | None = None, targets: Targets | None = None,
-                 hessian_floor: float = DEFAULT_HESSIAN_FLOOR, step_lr: float = 0.01,
+                 hessian_floor: float = DEFAULT_HESSIAN_FLOOR,
+                 newton_clip: float | None = DEFAULT_NEWTON_CLIP, step_lr: float = 0.01,
                  standardize: bool = True, **kwargs: Any) -> None:
         learned = step == "learned"
         if isinstance(step, str) and not learned:
@@ -113,7 +118,8 @@ class SGB(GradientBoosting):
         if learned:  # a learned step starts from the paper's η and finds its own scale
             self.step_budget = None
         super().__init__(learners, loss, step=None if learned else step, targets=targets,
-                         hessian_floor=hessian_floor, standardize=standardize, **kwargs)
+                         hessian_floor=hessian_floor, newton_clip=newton_clip,
+                         standardize=standardize, **kwargs)
         self.step_rule = StepSizeAdam(self.n_learners, self.step, step_lr) if learned else None
 
     def steps(self, n_learners: int) -> Tensor | float:

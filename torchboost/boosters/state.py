@@ -55,6 +55,8 @@ class BoosterState(AtomicLoad):
         }
         if self.learners.chained:  # absent where it changes nothing (older states have none)
             out["chained"] = True
+        if self.learners.averaging_window is not None:  # the same
+            out["averaging_window"] = self.learners.averaging_window
         if self.learners.lr_scaled:  # absent where it changes nothing (older states have none)
             out["lr_fan_in"] = spec.lr_fan_in
         if spec.output_scale != 1.0:  # only where it changes a rate (linear learners)

@@ -25,13 +25,34 @@ from contextlib import contextmanager
 import schedulefree
 import torch
 
-__all__ = ["is_schedule_free", "learning_point"]
+__all__ = ["is_schedule_free", "learning_point", "window_average"]
 
 
 def is_schedule_free(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` keeps a learning point apart from its prediction point: it has the
     ``train()``/``eval()`` switch of the ``schedulefree`` package (its ``train_mode`` flag)."""
     return "train_mode" in optimizer.defaults and callable(getattr(optimizer, "eval", None))
+
+
+def window_average(optimizers: Sequence[torch.optim.Optimizer], window: int) -> None:
+    """After a step, bound the schedule-free ``optimizers``' average to about its last
+    ``window`` steps: the weight sum (Defazio et al.'s ``Σ_{i≤t} w_i``, the ``weight_sum`` of
+    each parameter group) is capped at ``window`` times the weight of the step just taken, so
+    every later step weighs at least ``1 / (window + 1)`` in ``x``. Up to ``window`` steps this
+    is the uniform average of Alg. 1; after it, an exponential average of horizon ``window``.
+    The uniform average over a whole stream keeps an old concept in the predicting weights for
+    as long again as the stream that taught it: after an abrupt change of river's
+    ``FriedmanDrift``, the default learners' error over the next 2,000 examples was 1.4 to 1.7
+    times Adam's (no average); with ``window=30`` it is at most Adam's on all three drift
+    types, and lower than the uniform average's over the whole stream
+    (``experiments/drift_window.py``). The rounds' transactions restore the sum with the rest
+    of the optimizer's settings."""
+    for opt in optimizers:
+        for group in opt.param_groups:
+            if "weight_sum" not in group:
+                continue
+            step_weight = (group["k"] ** group["r"]) * group["lr_max"] ** group["weight_lr_power"]
+            group["weight_sum"] = min(group["weight_sum"], window * step_weight)
 
 
 @contextmanager

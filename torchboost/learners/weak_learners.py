@@ -16,14 +16,14 @@ from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
 
 from torchboost.distributed import Synchronizer
-from torchboost.learners.averaging import is_schedule_free, learning_point
+from torchboost.learners.averaging import is_schedule_free, learning_point, window_average
 from torchboost.learners.chained import chain, chainable
 from torchboost.learners.loop import LoopEngine
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER, OptimizerSpec, output_layer_size
 from torchboost.learners.schedules import LRSchedulerFactory, build_schedulers
 from torchboost.learners.stacked import StackedEngine, stacking_problem
 from torchboost.learners.stacking_probe import StackingProbe, check_output, check_rows
-from torchboost.params import flag
+from torchboost.params import flag, positive_int
 
 __all__ = ["LearnerSource", "WeakLearners"]
 
@@ -62,6 +62,9 @@ class WeakLearners(StackingProbe, nn.Module):
             ``nn.Sequential`` learners are wrapped in
             :class:`~torchboost.learners.chained.ChainedSequential`; other modules must follow
             the chained-learner protocol. Default ``False``.
+        averaging_window: bound the schedule-free learners' weight average to about their last
+            ``averaging_window`` steps (:func:`~torchboost.learners.averaging.window_average`),
+            for a stream that changes; default ``None``: the uniform average of every step.
 
     Calling the container returns every learner's output on the same input, ``(N, B, m)``; the
     booster builds each learner's loss and calls :meth:`step`. Optimizer state is part of
@@ -90,6 +93,7 @@ class WeakLearners(StackingProbe, nn.Module):
         lr_scheduler: LRSchedulerFactory | None = None,
         lr_output_scale: float = 1.0,
         chained: bool = False,
+        averaging_window: int | None = None,
     ) -> None:
         super().__init__()
         modules = _build_modules(learners, n_learners)
@@ -122,6 +126,15 @@ class WeakLearners(StackingProbe, nn.Module):
             StackedEngine(modules, spec, compile, chained) if mode == "stacked"
             else LoopEngine(modules, spec, chained)
         )
+        if averaging_window is not None:
+            averaging_window = positive_int("averaging_window", averaging_window)
+            if not is_schedule_free(self.engine.optimizers[0]):
+                raise ValueError(f"averaging_window bounds the weight average of schedule-free "
+                                 f"learners; {optimizer.__name__} keeps none (leave "
+                                 "averaging_window out, or use the default optimizer)")
+        #: the schedule-free average's horizon in steps (:func:`~.averaging.window_average`;
+        #: ``None``: the uniform average over every step)
+        self.averaging_window = averaging_window
         #: the ``lr_scheduler`` factory, and one scheduler per optimizer built from it
         self.lr_scheduler = lr_scheduler
         self._build_schedulers()
@@ -218,7 +231,7 @@ class WeakLearners(StackingProbe, nn.Module):
         self._check_learning_point(index)
         self._zero_grad(index)
         loss.backward()
-        self.engine.optimizer_step(index)
+        self._optimizer_step(index)
 
     def step_outputs(self, outputs: Tensor, output_grad: Tensor, index: int | None = None,
                      sync: Synchronizer | None = None) -> None:
@@ -231,7 +244,12 @@ class WeakLearners(StackingProbe, nn.Module):
         outputs.backward(output_grad)
         if sync is not None:
             sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
+        self._optimizer_step(index)
+
+    def _optimizer_step(self, index: int | None) -> None:
         self.engine.optimizer_step(index)
+        if self.averaging_window is not None:
+            window_average(self.stepped_optimizers(index), self.averaging_window)
 
     def step_schedules(self, index: int | None = None,
                        restore: Callable[[], None] | None = None) -> None:

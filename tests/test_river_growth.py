@@ -1,0 +1,213 @@
+"""Streams that bring a class or a feature not seen before: the river estimators grow their
+booster (:mod:`torchboost.boosters.growth`), keeping what it learnt."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+import torch
+from boost_helpers import InterruptedLinear
+
+pytest.importorskip("river")
+
+from torchboost.boosters.growth import grown_state
+from torchboost.river import SGBClassifier, SGBRegressor
+
+CENTRES = {"a": (0.0, 3.0), "b": (3.0, -2.0), "c": (-3.0, -2.0)}
+
+
+def gaussians(labels: str, n: int, rng: random.Random) -> list[tuple[dict[str, float], str]]:
+    rows = []
+    for _ in range(n):
+        label = rng.choice(labels)
+        cx, cy = CENTRES[label]
+        rows.append(({"x": cx + rng.gauss(0, 1), "y": cy + rng.gauss(0, 1)}, label))
+    return rows
+
+
+# --- the state, by hand ---------------------------------------------------------------------
+def test_grown_state_by_hand() -> None:
+    old = {"w": torch.tensor([[1.0, 2.0], [3.0, 4.0]]),  # (hidden 2, features 2)
+           "opt": {"state": {0: {"exp_avg": torch.tensor([[1.0, 1.0], [2.0, 2.0]]),
+                                 "exp_avg_sq": torch.tensor([[1.0, 3.0], [5.0, 7.0]]),
+                                 "step": torch.tensor(19.0)}},
+                   "param_groups": [{"lr": 0.1, "k": 19}]},
+           "_extra_state": {"config": "old", "input_shape": (2,), "rounds": 19},
+           "stall.sum": torch.ones(1)}
+    template = {"w": torch.full((2, 3), 9.0),
+                "opt": {"state": {0: {"exp_avg": torch.full((2, 3), 9.0),
+                                      "exp_avg_sq": torch.full((2, 3), 9.0),
+                                      "step": torch.tensor(1.0)}},
+                        "param_groups": [{"lr": 0.5, "k": 1}]},
+                "_extra_state": {"config": "new", "input_shape": (3,), "rounds": 1},
+                "stall.sum": torch.zeros(1)}
+    state = grown_state(old, template, features=2, drop=("stall.",))
+    assert state["w"].tolist() == [[1.0, 2.0, 0.0], [3.0, 4.0, 0.0]]  # a zero column
+    moments = state["opt"]["state"][0]
+    assert moments["exp_avg"].tolist() == [[1.0, 1.0, 0.0], [2.0, 2.0, 0.0]]
+    assert moments["exp_avg_sq"].tolist() == [[1.0, 3.0, 2.0], [5.0, 7.0, 6.0]]  # row means
+    assert moments["step"].item() == 19.0 and state["opt"]["param_groups"] == [{"lr": 0.1,
+                                                                                  "k": 19}]
+    assert state["_extra_state"] == {"config": "new", "input_shape": (3,), "rounds": 19}
+    assert "stall.sum" not in state
+    # outputs: old output 0 becomes output 1 of 3; output 2 takes its initial values
+    out = grown_state({"b": torch.tensor([[5.0], [6.0]])}, {"b": torch.zeros(2, 3)},
+                      outputs=[1], initial={"b": torch.tensor([[7.0, 8.0, 9.0]] * 2)},
+                      initial_at=[2])
+    assert out["b"].tolist() == [[0.0, 5.0, 9.0], [0.0, 6.0, 9.0]]
+    with pytest.raises(ValueError, match=r"axis 1 is 4 long, neither the old width \(2\)"):
+        grown_state({"e": torch.zeros(3, 4)}, {"e": torch.zeros(3, 6)}, features=2)
+    with pytest.raises(ValueError, match="one at a time"):
+        grown_state(old, template, features=2, outputs=[0])
+
+
+# --- what growing keeps -----------------------------------------------------------------------
+def test_a_new_feature_keeps_every_prediction_until_it_is_nonzero() -> None:
+    rng = random.Random(0)
+    model = SGBRegressor(n_learners=3, batch_size=16, n_threads=1)
+    for _ in range(64):
+        a = rng.gauss(0, 1)
+        model.learn_one({"a": a}, 2 * a)
+    booster = model.booster_
+    probe = [{"a": rng.gauss(0, 1)} for _ in range(8)]
+    before = [model.predict_one(x) for x in probe]
+    model.learn_one({"a": 0.5, "b": 1.0}, 1.0)  # buffered: the booster grows at the round
+    assert model.features == ["a", "b"] and model.learnt_features == ["a"]
+    assert [model.predict_one(x) for x in probe] == before
+    grown = model._grown(booster)
+    assert grown is not booster and grown.input_shape == (2,)
+    assert booster.input_shape == (1,)  # the old one is left as it is
+    rows = torch.tensor([[x["a"], 0.0] for x in probe], dtype=torch.float64)
+    assert grown.predict(rows)[:, 0].tolist() == pytest.approx(before, abs=1e-6)
+    assert grown.samples_seen == booster.samples_seen and grown.rounds == booster.rounds
+    first = grown.state_dict()["learners.engine.stacked_params.1__weight"]
+    assert first.shape[-1] == 2 and bool((first[..., 1] == 0).all())
+
+
+def test_a_third_class_keeps_the_first_twos_odds() -> None:
+    rng = random.Random(0)
+    model = SGBClassifier(n_learners=3, batch_size=16, n_threads=1)
+    for x, y in gaussians("ab", 64, rng):
+        model.learn_one(x, y)
+    booster = model.booster_
+    assert booster.loss.name == "logistic" and model._labels == ["b", "a"]  # as they came
+    probe = [x for x, _ in gaussians("abc", 8, rng)]
+    before = [model.predict_proba_one(x) for x in probe]
+    x, _ = gaussians("c", 1, rng)[0]
+    model.learn_one(x, "c")
+    assert model._labels == ["b", "a", "c"] and model.booster_ is booster
+    assert [model.predict_proba_one(x) for x in probe] == [{**p, "c": 0.0} for p in before]
+    grown = model._grown(booster)
+    assert grown.loss.name == "softmax" and grown.out_dim == 3
+    rows = torch.tensor([[p["x"], p["y"]] for p in probe], dtype=torch.float64)
+    scores = grown.predict(rows).double()
+    odds = [p["a"] / p["b"] for p in before]  # class 1 against class 0, as before
+    assert (scores[:, 1] - scores[:, 0]).exp().tolist() == pytest.approx(odds, rel=1e-4)
+    assert torch.softmax(scores, 1)[:, 2].max() < 1e-3  # y0: the log of its frequency, 0 so far
+
+
+def test_pickling_and_export_follow_the_grown_model() -> None:
+    rng = random.Random(1)
+    model = SGBClassifier(n_learners=2, batch_size=16, n_threads=1)
+    for x, y in gaussians("ab", 48, rng) + gaussians("abc", 48, rng):
+        model.learn_one(x, y)
+    model.learn_one({"x": 0.0, "y": 0.0, "z": 1.0}, "a")
+    model.flush()
+    assert model.features == ["x", "y", "z"] and model.booster_.out_dim == 3
+    probe = [x for x, _ in gaussians("abc", 6, rng)]
+    copy = pickle.loads(pickle.dumps(model))
+    assert [copy.predict_proba_one(x) for x in probe] == [model.predict_proba_one(x)
+                                                           for x in probe]
+    module = model.export(output="proba")
+    rows = torch.tensor([[x["x"], x["y"], 0.0] for x in probe])
+    expected = [model.predict_proba_one(x)[c] for x in probe for c in "abc"]
+    assert module(rows).flatten().tolist() == pytest.approx(expected, abs=1e-5)
+    copy.learn_one(probe[0], "b")  # resumes
+    copy.flush()
+    assert copy.booster_.rounds == model.booster_.rounds + 1
+
+
+# --- the issue's two streams ------------------------------------------------------------------
+def test_a_third_class_after_600_examples_is_learnt() -> None:
+    """Done-when of the issue: accuracy at least 0.8 on the last 300 (0.95 here; seeds 0-5
+    and the comparison with the classes listed up front: experiments/stream_growth.py)."""
+    rng = random.Random(0)
+    stream = gaussians("ab", 600, rng) + gaussians("abc", 900, rng)
+    model, hits = SGBClassifier(n_threads=1), []
+    for x, y in stream:
+        hits.append(model.predict_one(x) == y)
+        model.learn_one(x, y)
+    assert model._labels == ["b", "a", "c"] and model.booster_.out_dim == 3
+    assert sum(hits[-300:]) / 300 >= 0.8
+
+
+def test_a_feature_after_600_examples_is_used() -> None:
+    """Done-when of the issue: the prequential error on the last 600 at most half that of the
+    model never fed the feature (0.04 of it here)."""
+    rng = random.Random(0)
+    stream = []
+    for i in range(1800):
+        a, b = rng.gauss(0, 1), rng.gauss(0, 1)
+        stream.append(({"a": a, "b": b} if i >= 600 else {"a": a}, a + 2 * b))
+    errors = {}
+    for fed in (True, False):
+        model, squared = SGBRegressor(n_threads=1), []
+        for x, y in stream:
+            x = x if fed else {"a": x["a"]}
+            squared.append((model.predict_one(x) - y) ** 2)
+            model.learn_one(x, y)
+        errors[fed] = sum(squared[-600:]) / 600
+    assert errors[True] <= 0.5 * errors[False]
+
+
+# --- refusals and the all-or-nothing promise --------------------------------------------------
+def test_a_binary_loss_refuses_a_third_class_and_changes_nothing() -> None:
+    model = SGBClassifier(loss="hinge", booster="residual_sgb", n_learners=2, batch_size=4,
+                          n_threads=1)
+    model.learn_one({"x": 1.0}, "a")
+    model.learn_one({"x": 2.0}, "b")
+    with pytest.raises(ValueError, match="loss='hinge' is binary"):
+        model.learn_one({"x": 3.0}, "c")
+    assert model._labels == ["a", "b"] and model.n_pending == 2
+    with pytest.raises(ValueError, match="not among the classes"):
+        SGBClassifier(classes=["a", "b"]).learn_one({"x": 1.0}, "c")
+    with pytest.raises(ValueError, match="not NaN"):
+        SGBClassifier().learn_one({"x": 1.0}, float("nan"))
+
+
+class _Failing(InterruptedLinear):
+    fail = False
+
+
+def test_a_round_that_raises_forgets_the_features_and_classes_its_example_brought() -> None:
+    model = SGBClassifier(n_learners=2, batch_size=2, learner=_Failing, n_threads=1)
+    model.learn_many([{"x": 1.0}, {"x": -1.0}], ["a", "b"])
+    booster, state = model.booster_, model.booster_.state_dict()
+    model.learn_one({"x": 0.5}, "a")
+    _Failing.fail = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.learn_one({"x": 0.0, "new": 1.0}, "c")
+    finally:
+        _Failing.fail = False
+    assert model.features == ["x"] and model._labels == ["a", "b"]
+    assert model.booster_ is booster and model.n_pending == 1 and model._x == [[0.5]]
+    assert all(torch.equal(v, booster.state_dict()[k]) for k, v in state.items()
+               if torch.is_tensor(v))
+    model.learn_one({"x": 0.0, "new": 1.0}, "c")  # now it goes through
+    assert model.learnt_features == ["x", "new"] and model.booster_.out_dim == 3
+
+
+def test_the_first_labels_set_the_classes() -> None:
+    model = SGBClassifier(n_learners=2, batch_size=2, n_threads=1)
+    assert model.predict_proba_one({"x": 0.0}) == {False: 0.5, True: 0.5}  # river's binary
+    model.learn_one({"x": 1.0}, "only")
+    model.learn_one({"x": 2.0}, "only")  # one class seen: a binary booster, a free slot
+    assert model._labels == ["only"] and model.predict_proba_one({"x": 1.0}) == {"only": 1.0}
+    binary = SGBClassifier(n_learners=2, batch_size=2, n_threads=1)
+    binary.learn_one({"x": 1.0}, 1)  # 0/1 and bools: False and True, river's convention
+    assert binary._labels == [False, True]
+    binary.learn_one({"x": 2.0}, 2)
+    assert binary._labels == [False, True, 2]
