@@ -75,7 +75,8 @@ def test_mini_batching_many_and_multiclass() -> None:
 RIVER_CHECKS = ("check_clone_with_new_params_applies", "check_get_params_matches_signature",
                 "check_shuffle_features_no_impact", "check_predict_proba_one_binary",
                 "check_predict_proba_one", "check_predict_one_before_any_learn",
-                "check_pickling")
+                "check_pickling", "check_emerging_features", "check_disappearing_features",
+                "check_classifier_tracks_seen_labels")
 
 
 @pytest.mark.parametrize("model", [SGBRegressor(n_learners=2, batch_size=4, n_threads=1),
@@ -88,7 +89,8 @@ def test_rivers_estimator_checks(model) -> None:
         if name in RIVER_CHECKS and name not in ran:
             check(model.clone())
             ran.add(name)
-    assert "check_shuffle_features_no_impact" in ran and "check_pickling" in ran
+    assert {"check_shuffle_features_no_impact", "check_pickling",
+            "check_emerging_features"} <= ran
 
 
 def test_river_defaults_newton_targets_the_rule_and_the_open_ended_schedule() -> None:

@@ -100,6 +100,9 @@ def test_a_state_saved_before_the_clip_resumes_without_it():
     booster = SGB(linear_learners([[1.0]]), "logistic", targets="newton")
     booster.load_state_dict(saved)
     assert booster.newton_clip is None
+    again = SGB(linear_learners([[1.0]]), "logistic", targets="newton")
+    again.load_state_dict(booster.state_dict())  # resumed, saved, resumed (a red-team finding)
+    assert again.newton_clip is None
     config["hessian_floor"] = 0.5  # refused: the clip is put back with everything else
     other = SGB(linear_learners([[1.0]]), "logistic", targets="newton")
     with pytest.raises(ValueError, match="hessian_floor"):

@@ -23,12 +23,16 @@ Features are used as given: standardise them in the pipeline, as river's linear 
 
 **Classes.** ``classes=[...]`` fixes the labels up front (logistic loss for two classes, softmax
 for more). Without it the classifier is class-incremental: the classes are those seen, in the
-order they come (the first binary label, ``False``/``True`` or 0/1, brings both: river's
+order they come (a first ``bool`` label brings ``False`` and ``True``: river's binary
 convention), and a label seen for the first time is a new class. Two classes are boosted with
 the logistic loss; at a third the booster grows into a softmax one (logits 0 and the binary
 score for the first two: the same probabilities), and each new class gets a fresh output row in
 every learner and starts at ``y^0``, the log of its frequency so far; until that round it has
-probability 0. A user's binary ``loss`` cannot grow: a third class raises.
+probability 0. OGB and ConvexHullOGB keep their predictions in a ball over all outputs, so
+there the first classes' probabilities move when one joins. A user's binary ``loss`` cannot
+grow: a third class raises. An example bringing a feature or class the learners cannot grow to
+take (parameters sized by the width otherwise than a layer's rows or columns) is refused when it
+comes.
 
 The other parameters (``booster``, ``n_learners``, ``hidden``, ``learner``, ``chained``,
 ``optimizer``, ``learning_rate``, ``n_threads``, …) are those of :mod:`torchboost.sklearn`'s
@@ -76,7 +80,7 @@ except ImportError as error:  # pragma: no cover - the optional extra is missing
 from torchboost._adapters import LearnerFactory, booster_outputs, build_booster, torch_dtype
 from torchboost._adapters import lr_schedule as lr_schedule_factory
 from torchboost.boosters import Booster
-from torchboost.boosters.growth import grown_state
+from torchboost.boosters.growth import Growth, grow
 from torchboost.params import integer, positive_int
 from torchboost.threads import check_threads, thread_count, threads
 
@@ -105,6 +109,14 @@ def _plain_floats(values: Sequence[Any], limit: float) -> list[float] | None:
     good = (set(map(type, values)) <= _NUMBERS and math.isfinite(sum(floats))
             and -limit <= min(floats) and max(floats) <= limit)
     return floats if good else None
+
+
+def _is_nan(label: Any) -> bool:
+    """Whether a label is a NaN (not equal to itself)."""
+    try:
+        return bool(label != label)
+    except (TypeError, ValueError):
+        return True  # pd.NA and the like: missing
 
 
 @functools.lru_cache
@@ -204,6 +216,9 @@ def _checked(name: Hashable, value: Any, row: int, limit: float) -> float:
 class _RiverBoosting:
     """What the river regressor and classifier share (see the module docstring)."""
 
+    #: :attr:`features` as a set (estimators pickled before it existed: rebuilt as they learn)
+    _known: frozenset[Hashable] = frozenset()
+
     def __init__(self, booster: str | type[Booster] = "sgb", n_learners: int = 8,
                  hidden: int = 10, activation: str = "sigmoid",
                  learner: LearnerFactory | None = None, loss: str | None = None,
@@ -233,8 +248,12 @@ class _RiverBoosting:
         self.n_threads = check_threads(n_threads)
         self.averaging_window = (None if averaging_window is None
                                  else positive_int("averaging_window", averaging_window))
+        if averaging_window is not None and isinstance(optimizer, str) \
+                and optimizer != "schedule_free":
+            raise ValueError(f"averaging_window bounds the weight average of schedule-free "
+                             f"learners; optimizer={optimizer!r} keeps none (leave "
+                             "averaging_window out, or use optimizer='schedule_free')")
         self.features: list[Hashable] | None = None
-        self._known: frozenset[Hashable] = frozenset()
         self.booster_: Booster | None = None
         self._x: list[list[float]] = []
         self._y: list[Any] = []
@@ -302,31 +321,23 @@ class _RiverBoosting:
         if width == len(self.features):
             return booster
         return self._widened(booster, len(self.features), booster.loss.name, booster.out_dim,
-                             features=width)
+                             Growth(features=width))
 
     def _widened(self, booster: Booster, n_features: int, loss: str, n_outputs: int,
-                 **growth: Any) -> Booster:
+                 growth: Growth, drop: Sequence[str] = ()) -> Booster:
         """A fresh booster for ``n_features``, ``loss`` and ``n_outputs``, wider than
-        ``booster``, holding what ``booster`` learnt (:func:`~torchboost.boosters.growth.
-        grown_state`; ``growth`` says how). A twin of it learns one round of zeros first, which
-        sizes what a round builds lazily (the standardiser, the optimizers' moments)."""
-        template, sized = (self._build(n_features, loss, n_outputs) for _ in range(2))
-        if "initial_at" in growth:  # the learners' parameters as the fresh booster has them
-            growth["initial"] = {name: p.detach() for name, p in template.named_parameters()}
+        ``booster``, holding what ``booster`` learnt (:func:`~torchboost.boosters.growth.grow`).
+        A twin of it learns one round of zeros first, which sizes what a round builds lazily
+        (the standardiser's statistics)."""
+        grown, sized = (self._build(n_features, loss, n_outputs) for _ in range(2))
         labels = torch.zeros(2, dtype=torch.int64 if self._is_classifier
                              else torch_dtype(self.dtype), device=self.device)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sized.learn(torch.zeros(2, n_features, dtype=torch.float64, device=self.device),
                         labels)
-        state = grown_state(booster.state_dict(), sized.state_dict(), **growth)
-        self._adjust_grown(state, booster, template)
-        template.load_state_dict(state)
-        return template
-
-    def _adjust_grown(self, state: dict[str, Any], booster: Booster, template: Booster) -> None:
-        """Change a grown ``state`` where zero is not the right value for what is new (in
-        place; default: nothing)."""
+        grow(booster, grown, sized, growth, drop)
+        return grown
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
         """Buffer ``(x, y)``; a full buffer is one boosting round. A feature that is not a
@@ -337,6 +348,9 @@ class _RiverBoosting:
         _check_mapping(x)
         features = self.features
         if features is None:
+            if not x:
+                raise ValueError("the first example has no features: a model needs at least "
+                                 "one to learn from; nothing was learnt")
             features = sorted(x, key=str)
         elif not self._known.issuperset(x):  # a feature seen for the first time
             features = _with_new(features, x)
@@ -347,7 +361,36 @@ class _RiverBoosting:
             row = [_number(name, v, limit) for name, v in zip(features, values, strict=True)]
         undo = (len(self.features or ()), self._register([y]))  # a bad label raises now
         self._set_features(features)
+        if self.booster_ is not None and (len(features) > undo[0] or self._grows(undo[1])):
+            self._require_growth(undo)
         self._buffer(row, y, undo)
+
+    def _grows(self, n_classes: int) -> bool:
+        """Whether classes were added since there were ``n_classes`` (a classifier's)."""
+        return False
+
+    def _require_growth(self, undo: tuple[int, int]) -> None:
+        """Grow the booster once, now, to see that it can take what this example brought (the
+        round that grows it comes later, when the buffer is full); if it cannot, forget what
+        the example brought and raise: the estimator is as before, and later rounds are not
+        held up by an example already accepted."""
+        assert self.booster_ is not None and self.features is not None
+        try:
+            self._grown(self.booster_)
+        except BaseException as error:  # an interrupt too: as before the call
+            new = [*self.features[undo[0]:], *self._classes_after(undo[1])]
+            self._set_features(self.features[:undo[0]])
+            for buffered in self._x:
+                del buffered[undo[0]:]
+            self._unregister(undo[1])
+            if not isinstance(error, ValueError):
+                raise
+            raise ValueError(f"this example brings {new}, which the booster cannot grow to "
+                             f"take: {error}; nothing was learnt from it") from None
+
+    def _classes_after(self, n_classes: int) -> list[Hashable]:
+        """The classes added after the first ``n_classes`` (a classifier's)."""
+        return []
 
     @property
     def _limit(self) -> float:
@@ -369,6 +412,10 @@ class _RiverBoosting:
         :meth:`_unregister`."""
         self._encode(labels)
         return 0
+
+    def _check_labels(self, labels: Sequence[Any]) -> None:
+        """``ValueError`` naming a bad label (changes nothing)."""
+        self._encode(labels)
 
     def _unregister(self, n_classes: int) -> None:
         """Forget the classes after the first ``n_classes`` (a classifier's)."""
@@ -401,23 +448,24 @@ class _RiverBoosting:
     def learn_many(self, X: Any, y: Any) -> None:
         """Buffer every row of ``X`` (a pandas ``DataFrame`` or a sequence of dicts) with its
         label in ``y``; each full buffer is one round. Every row and label is checked before any
-        is buffered: a bad one raises naming its feature and row, and nothing is learnt. The
-        features and classes seen for the first time are added; then it is one
-        :meth:`learn_one` per row: if a round fails, the rounds before it stay learnt."""
+        is buffered: a bad one raises naming its feature and row, and nothing is learnt. Then it
+        is one :meth:`learn_one` per row (features and classes seen for the first time are
+        added as they come): if a row is refused or a round fails, the rows before it stay
+        learnt."""
         try:
             labels = list(y.to_numpy() if hasattr(y, "to_numpy") else y)
         except TypeError:
             raise ValueError(f"y must be a sequence of labels, one per row of X, got "
                              f"{type(y).__name__}") from None
-        features, vectors = _rows(X, self.features, self._limit, new_features=True)
+        _, vectors = _rows(X, self.features, self._limit, new_features=True)  # checks them
         if len(vectors) != len(labels):
             raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
         if not vectors:
             return
-        self._register(labels)  # a bad label raises now, not at the round
-        self._set_features(features)
-        for row, label in zip(vectors, labels, strict=True):
-            self._buffer(row, label)
+        self._check_labels(labels)  # a bad label raises now, not at the round
+        rows = X.to_dict("records") if hasattr(X, "columns") else list(X)
+        for x, label in zip(rows, labels, strict=True):  # as learn_one, example by example
+            self.learn_one(x, label)
 
     def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
         """The model learnt so far as a plain ``nn.Module`` (:func:`torchboost.export.
@@ -543,7 +591,9 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
 
     @property
     def _multiclass(self) -> bool:
-        return len(self._labels) > 2
+        """Whether it can learn more than two classes (river reads it): without ``classes``,
+        yes."""
+        return self.classes is None or len(self._labels) > 2
 
     def _default_loss(self) -> str:
         return "logistic" if len(self._labels) <= 2 else "softmax"
@@ -563,31 +613,45 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                              "out to add the classes as they come)") from None
 
     def _register(self, labels: Sequence[Any]) -> int:
-        """Without ``classes``, add the labels not seen before, in the order they come (the
-        first binary label, ``False``/``True`` or 0/1, brings both, river's binary convention);
-        ``ValueError`` for a label that cannot be a class, or for a third class that a binary
-        loss cannot take (nothing is added then)."""
+        """Without ``classes``, add the labels not seen before (:meth:`_new_classes`); the
+        number of classes before."""
         before = len(self._labels)
+        added = self._new_classes(labels)
+        if added:
+            self._labels = self._labels + added
+            self._index = {label: i for i, label in enumerate(self._labels)}
+        return before
+
+    def _check_labels(self, labels: Sequence[Any]) -> None:
+        self._new_classes(labels)
+
+    def _new_classes(self, labels: Sequence[Any]) -> list[Hashable]:
+        """The classes ``labels`` would add, in the order they come (a first ``bool`` label
+        brings ``False`` and ``True``, river's binary convention); ``ValueError`` for a label
+        that cannot be a class, one not among fixed ``classes``, or a third class that a binary
+        loss cannot take. Changes nothing."""
         if self.classes is not None:
             self._encode(labels)
-            return before
+            return []
         new: dict[Hashable, None] = {}
         for label in labels:
-            if not isinstance(label, Hashable) or label != label:  # NaN
-                raise ValueError(f"labels must be hashable class labels (not NaN), got "
-                                 f"{label!r}")
-            if label not in self._index:
+            try:
+                if label != label or label in self._index:  # label != label: NaN
+                    continue
                 new[label] = None
-        if not new:
-            return before
+            except (TypeError, ValueError):  # unhashable (inside a tuple too), pd.NA
+                raise ValueError(f"labels must be hashable class labels, not NaN or missing; "
+                                 f"got {label!r}; nothing was learnt") from None
+        nan = next((label for label in labels if _is_nan(label)), None)
+        if nan is not None:
+            raise ValueError(f"labels must be hashable class labels, not NaN or missing; got "
+                             f"{nan!r}; nothing was learnt")
         added = list(new)
-        if not self._labels and added[0] in (False, True):  # river's binary convention
+        if added and not self._labels and isinstance(added[0], bool | np.bool_):
             added = [False, True] + [label for label in added if label not in (False, True)]
-        if before + len(added) > 2:
+        if len(self._labels) + len(added) > 2:
             self._require_more_classes()
-        self._labels = self._labels + added
-        self._index = {label: i for i, label in enumerate(self._labels)}
-        return before
+        return added
 
     def _require_more_classes(self) -> None:
         """``ValueError`` where the loss is binary (a user's ``loss``)."""
@@ -595,6 +659,12 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
             raise ValueError(f"the stream brings a class beyond {self._labels}, but loss="
                              f"{self.loss!r} is binary: leave loss out (softmax for more than "
                              "2 classes) or list every label with classes=[...]")
+
+    def _grows(self, n_classes: int) -> bool:
+        return len(self._labels) > max(n_classes, 2)  # a second class fills the binary slot
+
+    def _classes_after(self, n_classes: int) -> list[Hashable]:
+        return [f"class {label!r}" for label in self._labels[n_classes:]]
 
     def _unregister(self, n_classes: int) -> None:
         if len(self._labels) > n_classes:
@@ -618,14 +688,14 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
             raise AssertionError(f"cannot grow a {booster.loss.name} booster to {loss}")
         assert self.features is not None
         known = max(2, booster.out_dim)  # the classes the booster has outputs for
-        return self._widened(booster, len(self.features), loss, n_outputs, outputs=index,
-                             initial_at=range(known, n_outputs), drop=("stall.",))
-
-    def _adjust_grown(self, state: dict[str, Any], booster: Booster, template: Booster) -> None:
-        """A binary booster's label statistic counts class 1; softmax's counts each class."""
-        if booster.loss.name == "logistic" and template.loss.name == "softmax":
-            counts = state["label_statistic_sum"]
-            counts[0] = booster.samples_seen - booster.label_statistic_sum[0]
+        grown = self._widened(booster, len(self.features), loss, n_outputs,
+                              Growth(outputs=index, initial_at=range(known, n_outputs)),
+                              drop=("stall.",))
+        if booster.loss.name == "logistic":  # a binary booster's statistic counts class 1;
+            with torch.no_grad():            # softmax's counts each class
+                grown.label_statistic_sum[0] = (booster.samples_seen
+                                                - booster.label_statistic_sum[0])
+        return grown
 
     def _before_first_round(self) -> dict[Hashable, float]:
         """The buffered labels' frequencies, add-one (uniform before any label; before any

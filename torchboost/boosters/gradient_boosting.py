@@ -122,6 +122,8 @@ class GradientBoosting(Booster):
     #: whether the step is the default (boosters pickled before the flag existed: not known,
     #: so a state saved under the uncapped default step is not adopted)
     _step_was_default = False
+    #: the bound on Newton targets (boosters pickled before it existed had none)
+    newton_clip: float | None = None
 
     def __init__(self, learners: Any, loss: Any = "squared", *, step: float | None = None,
                  targets: Targets | None = None,
@@ -183,12 +185,12 @@ class GradientBoosting(Booster):
         default step before :attr:`step_budget` capped it: a state saved with the paper's step
         where this booster's default is capped resumes with the paper's step, and with the
         output layers' rate scale the default rule gave linear learners with it (where this
-        booster's scale is the rule's for its own step); and a state saved before Newton
-        targets were clipped (:data:`DEFAULT_NEWTON_CLIP`) resumes without the clip where this
-        booster has the default one."""
+        booster's scale is the rule's for its own step); and a state saved without a clip on
+        Newton targets (before :data:`DEFAULT_NEWTON_CLIP`, or resumed from such a state)
+        resumes without it where this booster has the default one."""
         super()._adopt_earlier_rule(saved)
-        if "newton_clip" not in saved and self.newton_clip == DEFAULT_NEWTON_CLIP:
-            self.newton_clip = None
+        if saved.get("newton_clip") is None and self.newton_clip == DEFAULT_NEWTON_CLIP:
+            self.newton_clip = None  # saved before the clip, or resumed from such a state
         newton = self.targets == "newton"
         mine = self.learners.optimizer_spec.output_scale
         theirs = saved.get("lr_output_scale", 1.0)

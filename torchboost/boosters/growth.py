@@ -1,11 +1,13 @@
 """A booster grown to more input features or more outputs, keeping what it learnt
-(:func:`grown_state`): what the river estimators do when a stream brings a feature or a class it
-has not seen (:mod:`torchboost.river`).
+(:func:`grow`): what the river estimators do when a stream brings a feature or a class it has
+not seen (:mod:`torchboost.river`).
 
 The grown booster is a fresh one of the same configuration built with the wider shape; its
-state is the old one with every tensor widened to the shape it has in a *template*, the state of
-such a booster after one round (a round sizes what is built lazily: the standardiser's
-statistics, the optimizers' moments), along the axes whose size changed. The old values keep
+buffers and parameters are the old ones widened to the shapes they have in a *template*, the
+state of such a booster after one round (a round sizes what is built lazily: the standardiser's
+statistics), along the axes whose size changed; its optimizers' states are the old ones,
+parameter by parameter (matched by name: the default rate rule may group a wider layer apart,
+past a fan-in of 64), widened the same way. The old values keep
 their places (an old feature's column, an old output's row moved to its new index); what is
 new is zero, with two exceptions below. Zero is what leaves the learnt function as it was and
 lets it learn on:
@@ -30,8 +32,11 @@ lets it learn on:
   examples seen (mean 0, no spread, a 0/1 indicator so far): river reads a missing feature as
   0, so those examples had it at 0.
 
-The counters, the learners' optimizer hyper-parameters and the schedule-free averaging weights
-are kept; the configuration and the input shape are the template's. Only the tensors whose
+The counters, the optimizers' step counts and schedule-free averaging weights and the
+schedulers' positions are kept; the configuration, the input shape and the rates the rule
+gives the wider layers are the template's (a rate that changed scales its group's schedule-free
+weights with it). Learners that mix their inputs before a linear layer (a ``LayerNorm`` over
+the input) change their outputs when a zero column joins. Only the tensors whose
 shape changed differ from the old state, and the parts the caller drops (``drop``: the stall
 monitor, whose sums are per output: a booster loaded without them starts a fresh one).
 """
@@ -39,100 +44,156 @@ monitor, whose sums are per output: a booster loaded without them starts a fresh
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import Tensor, nn
 
-__all__ = ["grown_state"]
+__all__ = ["Growth", "grow"]
 
 #: the extra-state entries that describe the grown booster, not what it learnt
 _TEMPLATE_KEYS = frozenset({"config", "input_shape"})
 #: the optimizer states' second moments (Adam, AdamW, schedule-free AdamW, Prodigy), whose new
 #: entries start at the mean of the old ones beside them (module docstring)
 _SECOND_MOMENTS = frozenset({"exp_avg_sq"})
+#: the learners' optimizers and schedulers, moved parameter by parameter (:func:`_grow_optimizers`)
+_OPTIMIZERS = "learners._extra_state"
 
 
-def grown_state(old: Mapping[str, Any], template: Mapping[str, Any], *,
-                features: int | None = None, outputs: Sequence[int] | None = None,
-                initial: Mapping[str, torch.Tensor] | None = None,
-                initial_at: Sequence[int] = (), drop: Sequence[str] = ()) -> dict[str, Any]:
-    """The ``old`` state (``state_dict()``) widened to the shapes of ``template`` (the
-    ``state_dict()`` of the same booster built wider, after one round): either ``features``, the
-    old input width (its columns come first), or ``outputs``, the new index of each old output.
-    The entries at ``initial_at`` along a grown axis of a tensor named in ``initial`` (the
-    learners' parameters as a fresh booster initialises them) take their initial values; the
-    other new entries are zero (the module docstring). Keys starting with a ``drop`` prefix are
-    left out. ``ValueError`` when a tensor changed shape along an axis that is neither (a
-    learner whose parameters depend on the input width in another way)."""
-    if (features is None) == (outputs is None):
-        raise ValueError("grow either the features or the outputs, one at a time")
-    if outputs is not None:
-        index: list[int] = list(outputs)
-        old_size = len(index)
-    else:
-        assert features is not None
-        index, old_size = list(range(features)), features
+@dataclass(frozen=True)
+class Growth:
+    """How a booster grows: either ``features``, the old input width (its columns come first),
+    or ``outputs``, the new index of each old output; along a grown axis, the entries at
+    ``initial_at`` of the learners' parameters take their values in a fresh booster (a new
+    class's rows), the other new entries are zero."""
+
+    features: int | None = None
+    outputs: Sequence[int] | None = None
+    initial_at: Sequence[int] = field(default=())
+
+    def __post_init__(self) -> None:
+        if (self.features is None) == (self.outputs is None):
+            raise ValueError("grow either the features or the outputs, one at a time")
+
+    @property
+    def index(self) -> list[int]:
+        """Where each old entry of a grown axis goes."""
+        if self.outputs is not None:
+            return list(self.outputs)
+        assert self.features is not None
+        return list(range(self.features))
+
+    def tensor(self, old: Tensor, shape: torch.Size, where: str, by_mean: bool = False,
+               initial: Tensor | None = None) -> Tensor:
+        """``old`` widened to ``shape``: its entries at :attr:`index` along each grown axis,
+        the new ones zero (``by_mean``: the mean of the old ones along the axis; ``initial``:
+        its entries at :attr:`initial_at`). ``ValueError`` for an axis that is neither
+        unchanged nor the old width (a learner whose parameters depend on the input or output
+        width otherwise than a layer's rows or columns)."""
+        if old.shape == shape:
+            return old
+        index = self.index
+        if old.dim() != len(shape):
+            raise ValueError(f"cannot grow {where}: it has {old.dim()} dimensions, the grown "
+                             f"booster's {len(shape)}")
+        out = old
+        for axis, (before, after) in enumerate(zip(old.shape, shape, strict=True)):
+            if before == after:
+                continue
+            if before != len(index):
+                raise ValueError(
+                    f"cannot grow {where} of shape {tuple(old.shape)} to {tuple(shape)}: axis "
+                    f"{axis} is {before} long, neither the old width ({len(index)}) nor "
+                    "unchanged; its learner's parameters depend on the input or output width "
+                    "otherwise than a layer's rows or columns (list every class up front, or "
+                    "pass every feature from the first example)")
+            wide = list(out.shape)
+            wide[axis] = after
+            wider = (out.mean(axis, keepdim=True).expand(wide).clone() if by_mean
+                     else out.new_zeros(wide))
+            wider.index_copy_(axis, torch.tensor(index, device=out.device), out)
+            if initial is not None and self.initial_at:
+                at = torch.tensor(list(self.initial_at), device=out.device)
+                wider.index_copy_(axis, at, initial.to(wider).index_select(axis, at))
+            out = wider
+        return out
+
+
+def grow(old: nn.Module, new: nn.Module, sized: nn.Module, growth: Growth,
+         drop: Sequence[str] = ()) -> None:
+    """Load into ``new`` (a fresh booster, wider than ``old``) what ``old`` learnt, widened as
+    ``growth`` says (the module docstring); ``sized`` is a twin of ``new`` after one round (its
+    buffers have their sizes). The keys starting with a ``drop`` prefix keep ``new``'s
+    values (the stall monitor: a booster loaded without them starts a fresh one).
+    ``ValueError`` (``new`` then unusable) where a tensor cannot grow."""
+    before, initial = old.state_dict(), dict(new.named_parameters())
     state: dict[str, Any] = {}
-    for key, value in template.items():
-        if any(key.startswith(prefix) for prefix in drop):
-            continue
-        state[key] = value if key not in old else _widened(old[key], value, index, old_size,
-                                                            key)
-        if initial is not None and key in initial and initial_at:
-            _take_initial(state[key], old[key], initial[key], initial_at)
-    return state
+    for key, value in sized.state_dict().items():
+        if key == _OPTIMIZERS:
+            state[key] = new.state_dict()[key]  # fresh optimizers: filled below
+        elif not any(key.startswith(prefix) for prefix in drop):
+            state[key] = value if key not in before else _widened(
+                before[key], value, growth, key, initial.get(key))
+    new.load_state_dict(state)
+    _grow_optimizers(old, new, growth)
 
 
-def _take_initial(grown: torch.Tensor, old: torch.Tensor, initial: torch.Tensor,
-                  at: Sequence[int]) -> None:
-    """Copy ``initial``'s entries at ``at`` along every grown axis into ``grown`` (in place)."""
-    for axis, (before, after) in enumerate(zip(old.shape, grown.shape, strict=True)):
-        if before != after:
-            positions = torch.tensor(list(at), device=grown.device)
-            grown.index_copy_(axis, positions, initial.to(grown).index_select(axis, positions))
-
-
-def _widened(old: Any, new: Any, index: list[int], old_size: int, where: str,
-             by_mean: bool = False) -> Any:
-    """``old`` widened to the shapes in ``new`` (a tensor, or a dict or list of them: the extra
-    states and the optimizers' states, recursively)."""
+def _widened(old: Any, new: Any, growth: Growth, where: str,
+             initial: Tensor | None = None) -> Any:
+    """``old`` widened to the shapes in ``new`` (a tensor, or a dict or list holding tensors: the
+    extra states, recursively)."""
     if torch.is_tensor(new):
-        return _widened_tensor(old, new, index, old_size, where, by_mean)
+        return growth.tensor(old, new.shape, where, initial=initial).to(new.dtype)
     if isinstance(new, Mapping):
         return {key: (value if key in _TEMPLATE_KEYS or key not in old
-                      else _widened(old[key], value, index, old_size, f"{where}.{key}",
-                                    key in _SECOND_MOMENTS))
+                      else _widened(old[key], value, growth, f"{where}.{key}"))
                 for key, value in new.items()}
     if isinstance(new, list | tuple) and isinstance(old, list | tuple) and len(old) == len(new):
-        return type(new)(_widened(a, b, index, old_size, f"{where}[{i}]")
+        return type(new)(_widened(a, b, growth, f"{where}[{i}]")
                          for i, (a, b) in enumerate(zip(old, new, strict=True)))
     return old
 
 
-def _widened_tensor(old: torch.Tensor, new: torch.Tensor, index: list[int], old_size: int,
-                    where: str, by_mean: bool) -> torch.Tensor:
-    """``old`` with ``new``'s shape: the old entries at ``index`` along each grown axis, the new
-    ones zero (``by_mean``: the mean of the old ones along that axis)."""
-    if old.shape == new.shape:
-        return old
-    if old.dim() != new.dim():
-        raise ValueError(f"cannot grow {where}: it has {old.dim()} dimensions, the grown "
-                         f"booster's {new.dim()}")
-    out = old
-    for axis, (before, after) in enumerate(zip(old.shape, new.shape, strict=True)):
-        if before == after:
-            continue
-        if before != old_size:
-            raise ValueError(f"cannot grow {where} of shape {tuple(old.shape)} to "
-                             f"{tuple(new.shape)}: axis {axis} is {before} long, neither the "
-                             f"old width ({old_size}) nor unchanged; its learner's parameters "
-                             "depend on the input or output width in another way than a "
-                             "layer's rows or columns (list every class up front, or pass "
-                             "every feature from the first example)")
-        shape = list(out.shape)
-        shape[axis] = after
-        wider = (out.mean(axis, keepdim=True).expand(shape).clone() if by_mean
-                 else out.new_zeros(shape))
-        wider.index_copy_(axis, torch.tensor(index, device=out.device), out)
-        out = wider
-    return out.to(new.dtype)
+def _grow_optimizers(old: nn.Module, new: nn.Module, growth: Growth) -> None:
+    """Every parameter's optimizer state from its namesake in ``old``, widened; every parameter
+    group's step counts and averaging weights from the old group of its first parameter (scaled
+    where the rule's rate changed); the schedulers' positions from the old ones."""
+    old_params = dict(old.named_parameters())
+    names = {id(p): name for name, p in new.named_parameters()}
+    owners = {id(p): (opt, group) for opt in old.learners.optimizers
+              for group in opt.param_groups for p in group["params"]}
+    for opt in new.learners.optimizers:
+        for group in opt.param_groups:
+            for param in group["params"]:
+                before = old_params[names[id(param)]]
+                entry = owners[id(before)][0].state.get(before)
+                if entry:
+                    opt.state[param] = {
+                        key: (growth.tensor(value, param.shape, f"{names[id(param)]}.{key}",
+                                            key in _SECOND_MOMENTS).clone()
+                              if torch.is_tensor(value) and value.shape == before.shape
+                              else value.clone() if torch.is_tensor(value) else value)
+                        for key, value in entry.items()}
+            _adopt_counters(group, owners[id(old_params[names[id(group["params"][0])]])][1])
+    for scheduler, before in zip(new.learners.schedulers, old.learners.schedulers, strict=True):
+        scheduler.last_epoch, scheduler._step_count = before.last_epoch, before._step_count
+        scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
+
+
+def _adopt_counters(group: dict[str, Any], before: dict[str, Any]) -> None:
+    """``before``'s settings and counters into the fresh ``group`` but its parameters and its
+    initial rate (the rule's, for the grown layer); the rate, its schedule-free maximum and
+    averaging weights scaled by the ratio of the initial rates (1 unless the fan-in changed)."""
+    initial = group.get("initial_lr", group["lr"])
+    ratio = initial / before.get("initial_lr", before["lr"])
+    group.update({key: value for key, value in before.items()
+                  if key not in ("params", "initial_lr")})
+    group["lr"] = before["lr"] * ratio
+    for key in ("lr_max", "scheduled_lr"):
+        if key in group:
+            group[key] = before[key] * ratio
+    if "weight_sum" in group:
+        group["weight_sum"] = before["weight_sum"] * ratio ** group["weight_lr_power"]
+    if "initial_lr" in before:
+        group["initial_lr"] = initial

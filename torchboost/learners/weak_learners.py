@@ -81,6 +81,9 @@ class WeakLearners(StackingProbe, nn.Module):
         ('stacked', (4, 5, 1))
     """
 
+    #: the schedule-free average's horizon (containers pickled before it existed: none)
+    averaging_window: int | None = None
+
     def __init__(
         self,
         learners: LearnerSource,
