@@ -214,7 +214,7 @@ def table(results: list[dict[str, Any]]) -> str:
     the seeds."""
     lines = ["| stream | " + " | ".join(MODELS) + " |",
              "|---|" + "---|" * len(MODELS)]
-    for stream_name in STREAMS:
+    for stream_name in (s for s in STREAMS if any(r["stream"] == s for r in results)):
         cells = []
         for model_name in MODELS:
             runs = [r for r in results if r["stream"] == stream_name and r["model"] == model_name]

@@ -7,20 +7,19 @@ buffers and parameters are the old ones widened to the shapes they have in a *te
 state of such a booster after one round (a round sizes what is built lazily: the standardiser's
 statistics), along the axes whose size changed; its optimizers' states are the old ones,
 parameter by parameter (matched by name: the default rate rule may group a wider layer apart,
-past a fan-in of 64), widened the same way. The old values keep
-their places (an old feature's column, an old output's row moved to its new index); what is
-new is zero, with two exceptions below. Zero is what leaves the learnt function as it was and
-lets it learn on:
+past a fan-in of 64), widened the same way. The old values keep their places (an old feature's
+column, an old output's row moved to its new index); what is new is zero, with two exceptions
+below. Zero is what leaves the learnt function as it was and lets it learn on:
 
 * a new input column of a learner's first layer is zero, so the outputs on every input are as
   before, and its gradient (the input times the layer's back-propagated error) is not zero once
   the feature is;
 * a new output row of a learner's last layer is zero, so the new output starts at the
-  booster's ``y^0`` and is fitted from the next round; or, for a new class (``initial``), the
-  row a fresh learner would have (its initialisation), so that the new class's error reaches
-  the hidden layers from the first round (through a zero row it reaches none, and hidden
-  features fitted to the old classes must then learn the new one through the last layer
-  alone);
+  booster's ``y^0`` and is fitted from the next round; or, for a new class
+  (:attr:`Growth.initial_at`), the row a fresh learner would have (its initialisation), so
+  that the new class's error reaches the hidden layers from the first round (through a zero
+  row it reaches none, and hidden features fitted to the old classes must then learn the new
+  one through the last layer alone);
 * the optimizers' first moments and schedule-free sequences of the new entries are zero, as for
   a parameter never stepped; their second moments (``exp_avg_sq``) are the mean of the old
   entries they stand beside. Zero there would be Adam's state of an entry never stepped, but
@@ -35,10 +34,11 @@ lets it learn on:
 The counters, the optimizers' step counts and schedule-free averaging weights and the
 schedulers' positions are kept; the configuration, the input shape and the rates the rule
 gives the wider layers are the template's (a rate that changed scales its group's schedule-free
-weights with it). Learners that mix their inputs before a linear layer (a ``LayerNorm`` over
-the input) change their outputs when a zero column joins. Only the tensors whose
-shape changed differ from the old state, and the parts the caller drops (``drop``: the stall
-monitor, whose sums are per output: a booster loaded without them starts a fresh one).
+weights with it). Apart from those rates, only the tensors whose shape changed differ from the
+old state, and the parts the caller drops (``drop``: the stall monitor, whose sums are per
+output: a booster loaded without them starts a fresh one). Learners that mix their inputs
+before a linear layer (a ``LayerNorm`` over the input) change their outputs when a zero column
+joins.
 """
 
 from __future__ import annotations
