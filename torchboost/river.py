@@ -359,7 +359,16 @@ class _RiverBoosting:
         row = _plain_floats(values, limit)  # the common case fast; the checks name the feature
         if row is None:
             row = [_number(name, v, limit) for name, v in zip(features, values, strict=True)]
-        undo = (len(self.features or ()), self._register([y]))  # a bad label raises now
+        self._accept(features, row, y)
+
+    def _accept(self, features: list[Hashable], row: list[float], y: Any,
+                checked: bool = False) -> None:
+        """Take the names ``features`` (the current ones, maybe with new ones at the end) and
+        buffer the checked ``row`` with its label ``y``: a bad label raises now (unless
+        ``checked`` already), a feature or class the booster cannot grow to take too
+        (:meth:`_require_growth`), and a round that raises forgets what the example brought
+        (:meth:`_buffer`)."""
+        undo = (len(self.features or ()), self._register([y], checked))
         self._set_features(features)
         if self.booster_ is not None and (len(features) > undo[0] or self._grows(undo[1])):
             self._require_growth(undo)
@@ -400,17 +409,20 @@ class _RiverBoosting:
     def _set_features(self, features: list[Hashable] | None) -> None:
         """Take ``features`` (the names so far, maybe with new ones at the end: the buffered
         rows get them as 0, a missing feature's value)."""
+        if features is self.features:
+            return
         width = len(features or ())
         for row in self._x:
             row.extend([0.0] * (width - len(row)))
         self.features = features
         self._known = frozenset(features or ())
 
-    def _register(self, labels: Sequence[Any]) -> int:
-        """Check ``labels`` (``ValueError`` naming a bad one; a classifier also adds the new
-        classes, :meth:`SGBClassifier._register`); the number of classes before, for
-        :meth:`_unregister`."""
-        self._encode(labels)
+    def _register(self, labels: Sequence[Any], checked: bool = False) -> int:
+        """Check ``labels`` (``ValueError`` naming a bad one; not if ``checked`` already; a
+        classifier also adds the new classes, :meth:`SGBClassifier._register`); the number of
+        classes before, for :meth:`_unregister`."""
+        if not checked:
+            self._encode(labels)
         return 0
 
     def _check_labels(self, labels: Sequence[Any]) -> None:
@@ -457,14 +469,17 @@ class _RiverBoosting:
         except TypeError:
             raise ValueError(f"y must be a sequence of labels, one per row of X, got "
                              f"{type(y).__name__}") from None
-        _, vectors = _rows(X, self.features, self._limit, new_features=True)  # checks them
+        features, vectors = _rows(X, self.features, self._limit, new_features=True)
         if len(vectors) != len(labels):
             raise ValueError(f"{len(vectors)} rows but {len(labels)} labels")
         if not vectors:
             return
         self._check_labels(labels)  # a bad label raises now, not at the round
-        rows = X.to_dict("records") if hasattr(X, "columns") else list(X)
-        for x, label in zip(rows, labels, strict=True):  # as learn_one, example by example
+        if hasattr(X, "columns"):  # every column in every row: the rows as checked
+            for row, label in zip(vectors, labels, strict=True):
+                self._accept(features, row, label, checked=True)
+            return
+        for x, label in zip(X, labels, strict=True):  # a feature may come at any row
             self.learn_one(x, label)
 
     def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
@@ -612,10 +627,12 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
                              "given by classes=[...] (list every label there, or leave classes "
                              "out to add the classes as they come)") from None
 
-    def _register(self, labels: Sequence[Any]) -> int:
+    def _register(self, labels: Sequence[Any], checked: bool = False) -> int:
         """Without ``classes``, add the labels not seen before (:meth:`_new_classes`); the
         number of classes before."""
         before = len(self._labels)
+        if checked and self.classes is not None:
+            return before
         added = self._new_classes(labels)
         if added:
             self._labels = self._labels + added
