@@ -76,7 +76,8 @@ RIVER_CHECKS = ("check_clone_with_new_params_applies", "check_get_params_matches
                 "check_shuffle_features_no_impact", "check_predict_proba_one_binary",
                 "check_predict_proba_one", "check_predict_one_before_any_learn",
                 "check_pickling", "check_emerging_features", "check_disappearing_features",
-                "check_classifier_tracks_seen_labels")
+                "check_classifier_tracks_seen_labels",
+                "check_predict_proba_many_matches_predict_proba_one")
 
 
 @pytest.mark.parametrize("model", [SGBRegressor(n_learners=2, batch_size=4, n_threads=1),

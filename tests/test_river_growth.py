@@ -277,3 +277,16 @@ def test_estimators_pickled_before_growth_learn_on() -> None:
     for x, y in gaussians("c", 2, random.Random(1)) + gaussians("abc", 6, random.Random(1)):
         model.learn_one({**x, "z": 1.0}, y)
     assert model.booster_.out_dim == 3 and model.learnt_features == ["x", "y", "z"]
+
+
+def test_predict_proba_many_before_the_first_round_has_a_row_per_row() -> None:
+    """A newcomer's finding: a DataFrame's columns were taken for its rows."""
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 4.0], "y": [1.0] * 5})
+    model = SGBClassifier(n_learners=2, batch_size=8, n_threads=1)
+    fresh = model.predict_proba_many(frame)
+    assert fresh.shape == (5, 2) and list(fresh.columns) == [False, True]
+    model.learn_one({"x": 1.0, "y": 1.0}, "a")
+    proba = model.predict_proba_many(frame)
+    assert proba.shape == (5, 1) and proba["a"].tolist() == [1.0] * 5
+    assert model.classes_ == ["a"] and model.classes_ is not model._labels

@@ -18,8 +18,10 @@ the booster grows at its next round, every learner's input layer taking a column
 what it learnt is kept and the new feature is learnt from then on (:mod:`torchboost.boosters.
 growth`; the examples before it count as 0 in the standardiser's statistics, as river reads
 them). Until that round predictions use :attr:`~SGBRegressor.learnt_features`.
-Features are used as given: standardise them in the pipeline, as river's linear models need too
-(``preprocessing.StandardScaler() | SGBRegressor()``).
+The booster standardises the features (and a regressor's labels) itself, by running statistics
+(``standardize=True``, :mod:`torchboost.boosters.scaling`): a ``StandardScaler`` in the pipeline
+is harmless but not needed (and an exported model takes the features as the estimator got
+them).
 
 **Classes.** ``classes=[...]`` fixes the labels up front (logistic loss for two classes, softmax
 for more). Without it the classifier is class-incremental: the classes are those seen, in the
@@ -48,7 +50,8 @@ paper's).
 weight average to about their last ``averaging_window`` rounds
 (:func:`~torchboost.learners.averaging.window_average`): the uniform average over a whole stream
 is slow to leave a concept that changed. 30 recovered from every abrupt change of river's
-``FriedmanDrift`` as fast as Adam (``docs/results/streams.md``).
+``FriedmanDrift`` as fast as the same learners on Adam (``optimizer="adam"``;
+``docs/results/streams.md``).
 
 Examples:
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -485,8 +488,8 @@ class _RiverBoosting:
     def export(self, n_learners: int | None = None, output: str = "scores") -> torch.nn.Module:
         """The model learnt so far as a plain ``nn.Module`` (:func:`torchboost.export.
         export_booster`) on float rows whose columns follow :attr:`learnt_features`: scores
-        ``(n, m)`` (the regressor's predictions in column 0), or for
-        the classifier ``output="proba"`` / ``"label"`` (indices into its classes)."""
+        ``(n, m)`` (the regressor's predictions in column 0), or for the classifier
+        ``output="proba"`` / ``"label"`` (indices into :attr:`SGBClassifier.classes_`)."""
         if self.booster_ is None:
             raise ValueError("nothing to export before the first boosting round (learn_one "
                              "fills a buffer of batch_size examples first)")
@@ -570,9 +573,10 @@ class SGBRegressor(_RiverBoosting, base.MiniBatchRegressor):
 
 
 class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
-    """A river classifier: binary (``False``/``True``) unless ``classes`` lists the labels; see
-    the module docstring. Before the first round the probabilities are those of the labels
-    buffered so far (uniform before any)."""
+    """A river classifier: class-incremental, or the fixed set ``classes`` lists (the module
+    docstring); :attr:`classes_` are its classes so far, in the order of its outputs. Before the
+    first round the probabilities are those of the labels buffered so far (uniform before any;
+    ``False``/``True`` before any label, river's binary convention)."""
 
     _is_classifier = True
 
@@ -603,6 +607,12 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
     @classmethod
     def _unit_test_params(cls) -> Any:
         yield {"n_learners": 2, "batch_size": 4}
+
+    @property
+    def classes_(self) -> list[Hashable]:
+        """The classes so far, in the order of the booster's outputs: ``export(output="label")``
+        gives indices into this list, ``export(output="proba")`` its columns."""
+        return list(self._labels)
 
     @property
     def _multiclass(self) -> bool:
@@ -746,16 +756,19 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
 
     def predict_proba_many(self, X: Any) -> Any:
         """Probabilities per row and class: a pandas ``DataFrame`` (columns: the classes) for a
-        ``DataFrame``, else a list of dicts (empty ones before the first round)."""
+        ``DataFrame``, else a list of dicts (before the first round, :meth:`predict_proba_one`'s
+        for every row)."""
         scores = self._scores_many(X)
         if scores is None:
-            rows: list[dict[Hashable, float]] = [self._before_first_round() for _ in _as_list(X)]
+            prior = self._before_first_round()
+            rows: list[dict[Hashable, float]] = [dict(prior) for _ in range(len(_as_list(X)))]
         else:
             rows = [dict(zip(self._labels, p, strict=True)) for p in self._proba(scores).tolist()]
         if hasattr(X, "columns"):
             import pandas as pd
 
-            return pd.DataFrame(rows, index=X.index, columns=self._labels)
+            columns = list(rows[0]) if rows else self._labels
+            return pd.DataFrame(rows, index=X.index, columns=columns)
         return rows
 
     def predict_many(self, X: Any) -> Any:

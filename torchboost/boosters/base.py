@@ -134,7 +134,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         averaging_window: for a stream that changes: the schedule-free learners' weights average
             over about their last ``averaging_window`` rounds, not every round
             (:func:`~torchboost.learners.averaging.window_average`; on river's
-            ``FriedmanDrift``, 30 recovers from an abrupt change as fast as Adam). Default
+            ``FriedmanDrift``, 30 recovers from an abrupt change as fast as Adam learners). Default
             ``None``: the uniform average of schedule-free AdamW.
     """
 
