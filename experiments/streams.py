@@ -19,17 +19,18 @@ protocol, one pass, batch 32 for the mini-batched ones). Streams:
 
 Models: ``SGBRegressor()``/``SGBClassifier()`` at their defaults; the same with
 ``averaging_window=30`` (the schedule-free average bounded to about its last 30 rounds) and with
-``optimizer="adam"``; an MLP of the same width as the 8 default learners together (80 ReLU
-units) trained per batch of 32 with Adam at 1e-2 behind river's ``StandardScaler`` (what a
-deep-river ``Regressor`` does; deep-river itself pins an older torch and river); river's
-``LinearRegression``/``LogisticRegression``, Hoeffding tree and adaptive random forest (ARF,
-10 trees) at their defaults, each behind ``StandardScaler`` as river's own examples put them
-(the trees' leaf models are linear). Regression error is the MSE in units
-of the stream's label variance, classification error the error rate; "after" is the mean over
-the 2,000 examples after each change. Seeds 0 and 1 (the synthetic streams' and the models');
-the real streams have one order, so their two seeds vary only the models. Writes
-``experiments/results/streams/results.json`` and ``streams.png``.
-"""
+``optimizer="adam"``; the base learner trained directly (``booster="single"``: one
+``TwoLayerNet(d, 10)``) and a network of the 8 learners' width (``booster="single",
+hidden=80``), both at the same defaults, and that network with ``averaging_window=30``; an MLP
+of that width (80 ReLU units) trained per batch of 32 with Adam at 1e-2 behind river's
+``StandardScaler`` (what a deep-river ``Regressor`` does; deep-river itself pins an older torch
+and river); river's ``LinearRegression``/``LogisticRegression``, Hoeffding tree and adaptive
+random forest (ARF, 10 trees) at their defaults, each behind ``StandardScaler`` as river's own
+examples put them (the trees' leaf models are linear). Regression error is the MSE in units of
+the stream's label variance, classification error the error rate; "after" is the mean over the
+2,000 examples after each change. Seeds 0 and 1 (the synthetic streams' and the models'); the
+real streams have one order, so their two seeds vary only the models. Writes
+``experiments/results/streams/results.json`` and ``streams.png``. """
 
 from __future__ import annotations
 
@@ -71,8 +72,9 @@ STREAMS: dict[str, tuple[str, tuple[int, ...], int]] = {
 }
 #: the top of a regression panel's scale (in label variances): a diverged model leaves it
 CEILING = 10.0
-MODELS = ("SGB", "SGB, averaging_window=30", "SGB, Adam", "MLP, Adam per batch", "linear",
-          "Hoeffding tree", "ARF")
+MODELS = ("SGB", "SGB, averaging_window=30", "SGB, Adam", "base learner", "wide net",
+          "wide net, averaging_window=30", "MLP, Adam per batch", "linear", "Hoeffding tree",
+          "ARF")
 
 
 def stream(name: str, seed: int, length: int) -> list[tuple[dict[str, float], Any]]:
@@ -168,6 +170,11 @@ def model(name: str, classifier: bool, seed: int) -> Any:
         return sgb(seed=seed, n_threads=1, averaging_window=30)
     if name == "SGB, Adam":
         return sgb(seed=seed, n_threads=1, optimizer="adam")
+    if name == "base learner":  # one of SGB's learners, trained directly
+        return sgb(seed=seed, n_threads=1, booster="single")
+    if name.startswith("wide net"):  # one network of the 8 learners' width, same defaults
+        window = {"averaging_window": 30} if name.endswith("=30") else {}
+        return sgb(seed=seed, n_threads=1, booster="single", hidden=80, **window)
     if name == "MLP, Adam per batch":
         return preprocessing.StandardScaler() | BatchMLP(classifier, seed)
     if name == "linear":

@@ -290,3 +290,16 @@ def test_predict_proba_many_before_the_first_round_has_a_row_per_row() -> None:
     proba = model.predict_proba_many(frame)
     assert proba.shape == (5, 1) and proba["a"].tolist() == [1.0] * 5
     assert model.classes_ == ["a"] and model.classes_ is not model._labels
+
+
+def test_the_booster_grown_when_a_feature_comes_is_the_one_its_round_trains() -> None:
+    """Growing is done once: the check at arrival keeps its grown booster for the round."""
+    model = SGBRegressor(n_learners=2, batch_size=4, n_threads=1)
+    for i in range(4):
+        model.learn_one({"a": float(i)}, float(i))
+    model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    assert model._next is not None
+    grown = model._next[1]
+    for i in range(3):
+        model.learn_one({"a": float(i), "b": 1.0}, 1.0)
+    assert model.booster_ is grown and model._next is None and grown.input_shape == (2,)

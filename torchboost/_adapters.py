@@ -176,10 +176,10 @@ def build_booster(booster: str | type[Booster], *, loss: str, n_features: int, n
     if flag("chained", chained):
         kwargs["chained"] = True
     if averaging_window is not None:
-        if (booster_kwargs or {}).get("averaging_window", averaging_window) != averaging_window:
+        given = (booster_kwargs or {}).get("averaging_window", averaging_window)
+        if given != averaging_window:
             raise ValueError(f"averaging_window={averaging_window!r} and booster_kwargs' "
-                             f"averaging_window={booster_kwargs['averaging_window']!r} "  # type: ignore[index]
-                             "disagree: set it in one place")
+                             f"averaging_window={given!r} disagree: set it in one place")
         kwargs["averaging_window"] = averaging_window
     if cls is not SingleLearner:
         kwargs["n_learners"] = n_learners

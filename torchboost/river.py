@@ -221,6 +221,10 @@ class _RiverBoosting:
 
     #: :attr:`features` as a set (estimators pickled before it existed: rebuilt as they learn)
     _known: frozenset[Hashable] = frozenset()
+    #: a grown booster for the next round and what it is for (:meth:`_require_growth`)
+    _next: tuple[tuple[Any, int, int], Booster] | None = None
+    #: the classes so far (a classifier's; a regressor has none)
+    _labels: Sequence[Hashable] = ()
 
     def __init__(self, booster: str | type[Booster] = "sgb", n_learners: int = 8,
                  hidden: int = 10, activation: str = "sigmoid",
@@ -291,11 +295,16 @@ class _RiverBoosting:
         x = self._tensor(self._x)
         y = self._encode(self._y).to(self.device)
         # a first round that raises leaves no booster (the builder forks the RNG); a grown
-        # booster is a copy, kept only once its round succeeds
-        booster = self._build() if self.booster_ is None else self._grown(self.booster_)
+        # booster (grown when the example that needs it came) is kept once its round succeeds
+        if self.booster_ is None:
+            booster = self._build()
+        elif self._next is not None and self._next[0] == self._shape():
+            booster = self._next[1]
+        else:
+            booster = self._grown(self.booster_)
         with threads(thread_count(self.n_threads, self.device, booster, len(x))):
             booster.learn(x, y)
-        self.booster_ = booster
+        self.booster_, self._next = booster, None
         self._x, self._y = [], []
 
     def _build(self, n_features: int | None = None, loss: str | None = None,
@@ -388,17 +397,28 @@ class _RiverBoosting:
         held up by an example already accepted."""
         assert self.booster_ is not None and self.features is not None
         try:
-            self._grown(self.booster_)
+            self._next = (self._shape(), self._grown(self.booster_))  # for the round (flush)
         except BaseException as error:  # an interrupt too: as before the call
             new = [*self.features[undo[0]:], *self._classes_after(undo[1])]
-            self._set_features(self.features[:undo[0]])
-            for buffered in self._x:
-                del buffered[undo[0]:]
-            self._unregister(undo[1])
+            self._forget(undo)
             if not isinstance(error, ValueError):
                 raise
             raise ValueError(f"this example brings {new}, which the booster cannot grow to "
                              f"take: {error}; nothing was learnt from it") from None
+
+    def _shape(self) -> tuple[Booster | None, int, int]:
+        """What a grown booster is for: the booster it grew from, the features and classes."""
+        return self.booster_, len(self.features or ()), len(self._labels)
+
+    def _forget(self, undo: tuple[int, int]) -> None:
+        """Forget the features and classes after the first ``undo[0]`` and ``undo[1]`` (and a
+        booster grown for them)."""
+        assert self.features is not None
+        for buffered in self._x:
+            del buffered[undo[0]:]
+        self._set_features(self.features[:undo[0]])
+        self._unregister(undo[1])
+        self._next = None
 
     def _classes_after(self, n_classes: int) -> list[Hashable]:
         """The classes added after the first ``n_classes`` (a classifier's)."""
@@ -435,12 +455,11 @@ class _RiverBoosting:
     def _unregister(self, n_classes: int) -> None:
         """Forget the classes after the first ``n_classes`` (a classifier's)."""
 
-    def _buffer(self, row: list[float], y: Any, undo: tuple[int, int] | None = None) -> None:
+    def _buffer(self, row: list[float], y: Any, undo: tuple[int, int]) -> None:
         """Append one example; a full buffer is a round. If the round raises, the example is
-        taken back out and, with ``undo`` (the number of features and classes before it), the
-        features and classes it brought forgotten, so the call changed nothing (the booster's
-        round is all or nothing; a first round that raises forgets the feature names it
-        brought)."""
+        taken back out and the features and classes it brought (after the first ``undo[0]``
+        and ``undo[1]``) forgotten, so the call changed nothing (the booster's round is all or
+        nothing; a first round that raises forgets the feature names too)."""
         self._x.append(row)
         self._y.append(y)
         if len(self._x) >= self.batch_size:
@@ -449,15 +468,9 @@ class _RiverBoosting:
             except BaseException:
                 self._x.pop()
                 self._y.pop()
+                self._forget(undo)
                 if self.booster_ is None and not self._x:  # no example was ever accepted
                     self._set_features(None)
-                elif undo is not None:
-                    for buffered in self._x:
-                        del buffered[undo[0]:]
-                    assert self.features is not None
-                    self._set_features(self.features[:undo[0]])
-                if undo is not None:
-                    self._unregister(undo[1])
                 raise
 
     def learn_many(self, X: Any, y: Any) -> None:
@@ -502,7 +515,8 @@ class _RiverBoosting:
         if self.booster_ is None or self.features is None:
             return []
         assert self.booster_.input_shape is not None
-        return self.features[:self.booster_.input_shape[0]]
+        width = self.booster_.input_shape[0]
+        return self.features if width == len(self.features) else self.features[:width]
 
     # --- prediction --------------------------------------------------------------------------
     def _tensor(self, rows: list[list[float]]) -> torch.Tensor:
@@ -663,16 +677,13 @@ class SGBClassifier(_RiverBoosting, base.MiniBatchClassifier):
         new: dict[Hashable, None] = {}
         for label in labels:
             try:
-                if label != label or label in self._index:  # label != label: NaN
-                    continue
-                new[label] = None
-            except (TypeError, ValueError):  # unhashable (inside a tuple too), pd.NA
+                if _is_nan(label):
+                    raise TypeError
+                if label not in self._index:  # an unhashable one (in a tuple too) raises
+                    new[label] = None
+            except TypeError:
                 raise ValueError(f"labels must be hashable class labels, not NaN or missing; "
                                  f"got {label!r}; nothing was learnt") from None
-        nan = next((label for label in labels if _is_nan(label)), None)
-        if nan is not None:
-            raise ValueError(f"labels must be hashable class labels, not NaN or missing; got "
-                             f"{nan!r}; nothing was learnt")
         added = list(new)
         if added and not self._labels and isinstance(added[0], bool | np.bool_):
             added = [False, True] + [label for label in added if label not in (False, True)]

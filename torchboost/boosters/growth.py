@@ -195,5 +195,3 @@ def _adopt_counters(group: dict[str, Any], before: dict[str, Any]) -> None:
             group[key] = before[key] * ratio
     if "weight_sum" in group:
         group["weight_sum"] = before["weight_sum"] * ratio ** group["weight_lr_power"]
-    if "initial_lr" in before:
-        group["initial_lr"] = initial

@@ -45,7 +45,7 @@ def window_average(optimizers: Sequence[torch.optim.Optimizer], window: int) -> 
     ``FriedmanDrift``, the default learners' error over the next 2,000 examples was 1.4 to 1.7
     times Adam's (no average); with ``window=30`` it is at most Adam's on all three drift
     types, and lower than the uniform average's over the whole stream
-    (``experiments/drift_window.py``). The rounds' transactions restore the sum with the rest
+    (``experiments/streams.py``). The rounds' transactions restore the sum with the rest
     of the optimizer's settings."""
     for opt in optimizers:
         for group in opt.param_groups:
