@@ -17,7 +17,8 @@ ones included), the host syncs among them (``aten::_local_scalar_dense``: a ``.i
 ``bool()`` or ``float()`` of a tensor) and the time, median of alternating windows, and the
 ratio booster / network; for the SLICE shape also the same booster with its learners in a
 loop (``mode="loop"``) and loop / stacked. ``--compiled`` adds the booster built with
-``compile=True``.
+``compile=True``, the seconds compiling added to its first rounds and the rounds its saving
+takes to repay them.
 
     OMP_NUM_THREADS=1 python benchmarks/round_cost.py                 # ~1 min
     python benchmarks/round_cost.py --device cuda --n 8 64 256 --out round_cost_cuda.json
@@ -25,6 +26,7 @@ loop (``mode="loop"``) and loop / stacked. ``--compiled`` adds the booster built
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -50,9 +52,9 @@ def count(step: Callable[[], Any]) -> tuple[int, int]:
 
 
 def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "auto"
-          ) -> tuple[Callable[[], Any], Callable[[], Any]]:
+          ) -> tuple[Callable[[], Any], Callable[[], Any], float]:
     """One booster round (learners in ``mode``) and one network step of the shape ``name``
-    with ``n`` learners."""
+    with ``n`` learners, and the seconds its first 80 rounds took (compiling included)."""
     torch.manual_seed(0)
     if name == "mnist":
         booster = SGB(lambda: ConvNet(), n_learners=n, loss="softmax", n_outputs=10,
@@ -82,9 +84,10 @@ def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "a
     def round_() -> None:
         booster.learn(x, y)
 
+    start = time.perf_counter()
     for _ in range(80):  # past the first rounds' lazy state and the stall monitor's warm-up
         round_()
-    return round_, network_step
+    return round_, network_step, time.perf_counter() - start
 
 
 def measure(names: list[str], ns: list[int], device: str, seconds: float, repeats: int,
@@ -93,8 +96,9 @@ def measure(names: list[str], ns: list[int], device: str, seconds: float, repeat
     for name in names:
         for n in ns if name != "small" else [8]:
             variants = {"eager": False, "compiled": True} if compiled else {"eager": False}
+            warmup = {}
             for variant, compile_ in variants.items():
-                round_, network = shape(name, n, device, compile_)
+                round_, network, warmup[variant] = shape(name, n, device, compile_)
                 ops, syncs = count(round_)
                 net_ops, net_syncs = count(network)
                 steps = {"round": round_, "network": network}
@@ -110,11 +114,17 @@ def measure(names: list[str], ns: list[int], device: str, seconds: float, repeat
                     rows[-1]["loop_us"] = times["loop"] * 1e6
                     rows[-1]["loop_over_round"] = times["loop"] / times["round"]
                 r = rows[-1]
+                if variant == "compiled":  # compiling's cost, and the rounds that repay it
+                    eager_us = rows[-2]["round_us"]
+                    r["compile_s"] = warmup["compiled"] - warmup["eager"]
+                    r["pays_after_rounds"] = (r["compile_s"] / ((eager_us - r["round_us"]) * 1e-6)
+                                              if eager_us > r["round_us"] else None)
                 print(f"{name:6s} N={n:<4d} {variant:8s} {ops:5d} ops {syncs:2d} syncs "
                       f"{r['round_us']:9.0f} us | network {net_ops:4d} ops {net_syncs} syncs "
                       f"{r['network_us']:8.0f} us | ratio {r['round_over_network']:.2f}"
                       + (f" | loop/stacked {r['loop_over_round']:.2f}" if "loop" in times
-                         else ""))
+                         else "")
+                      + (f" | compiling {r['compile_s']:.1f} s" if "compile_s" in r else ""))
     return rows
 
 

@@ -288,8 +288,6 @@ def test_chained_options_are_checked() -> None:
         OGB(lambda: TwoLayerNet(2, 2), n_learners=2, chained=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chained must be True or False"):
         LearnerConfig(chained="yes")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="compile"):
-        WeakLearners(lambda: TwoLayerNet(2, 2), 2, chained=True, compile=True)
     plain = WeakLearners(lambda: TwoLayerNet(2, 2), 2)
     with pytest.raises(ValueError, match="pass chained=True to WeakLearners"):
         SGB(plain, chained=True)

@@ -1,5 +1,7 @@
-"""``compile=True``: the stacked forward and backward through ``torch.compile`` give the eager
-results (torchboost/learners/stacked.py)."""
+"""``compile=True``: a round's standardiser update and the stacked learners' schedule-free step
+with its guards run through ``torch.compile`` (torchboost/boosters/compiled_step.py,
+torchboost/boosters/scaling.py) and give the eager results, raise the eager errors and roll
+back as eagerly."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import copy
 
 import pytest
 import torch
+from boost_helpers import assert_identical
+from torch import nn
 
-from torchboost import SGB, TwoLayerNet, WeakLearners
+from torchboost import SGB, DivergenceError, TwoLayerNet, WeakLearners
 
 
 def _compiles() -> bool:
@@ -18,25 +22,92 @@ def _compiles() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _compiles(), reason="torch.compile is unavailable here")
-def test_compiled_stacked_rounds_equal_eager_ones():
+compiles = pytest.mark.skipif(not _compiles(), reason="torch.compile is unavailable here")
+
+
+def _pair(**kwargs):
     torch.manual_seed(0)
-    kwargs = {"n_learners": 3, "mode": "stacked", "step": 0.5, "optimizer": torch.optim.SGD,
-              "optimizer_kwargs": {"lr": 0.1}}
-    eager = SGB(lambda: TwoLayerNet(5, 4), **kwargs)
-    compiled = SGB(lambda: TwoLayerNet(5, 4), compile=True, **kwargs)
+    eager = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, **kwargs)
+    compiled = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, compile=True, **kwargs)
     compiled.load_state_dict(eager.state_dict())
+    return eager, compiled
+
+
+def _optimizer_state(booster: SGB) -> tuple[list, list]:
+    opt = booster.learners.engine.optimizers[0]
+    groups = [{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
+    return groups, [dict(opt.state[p]) for group in opt.param_groups for p in group["params"]]
+
+
+@compiles
+@pytest.mark.parametrize("chained", [False, True])
+def test_compiled_rounds_equal_eager_ones_at_the_defaults(chained):
+    # schedule-free AdamW at the default rate rule, standardised features and labels, an
+    # averaging window (the weight sum capped after the step) and a schedule moving the rate
+    eager, compiled = _pair(chained=chained, averaging_window=3, lr_scheduler=lambda opt:
+                            torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5))
+    assert compiled.learners.compiled and not eager.learners.compiled
     g = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x, y = torch.randn(16, 5, generator=g), torch.randn(16, generator=g)
-        assert torch.allclose(compiled.learn(x, y), eager.learn(x, y), atol=1e-6)
+    for _ in range(6):
+        x, y = torch.randn(16, 5, generator=g) * 30 + 7, torch.randn(16, generator=g) * 1e3
+        assert torch.allclose(compiled.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
     for a, b in zip(compiled.parameters(), eager.parameters(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6)
-    assert torch.allclose(compiled.predict(x, 2), eager.predict(x, 2), atol=1e-6)
-    clone = copy.deepcopy(compiled)  # the compiled function is not copied; the clone compiles
-    assert torch.allclose(clone.predict(x), eager.predict(x), atol=1e-6)
+        assert torch.allclose(a, b, atol=1e-5)
+    for a, b in zip(compiled.buffers(), eager.buffers(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-6)
+    (groups_c, states_c), (groups_e, states_e) = _optimizer_state(compiled), _optimizer_state(
+        eager)
+    assert groups_c == groups_e  # k, weight_sum, lr_max, lr: the package's arithmetic, exactly
+    assert groups_c[0]["k"] == 6 and groups_c[0]["train_mode"] is False  # at rest: averaged
+    for a, b in zip(states_c, states_e, strict=True):
+        assert a.keys() == b.keys() == {"z", "exp_avg_sq"}
+        assert all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-5) for k in a)
+    assert torch.allclose(compiled.predict(x), eager.predict(x), rtol=1e-5, atol=1e-3)
+    clone = copy.deepcopy(compiled)  # the compiled functions are not copied; the clone compiles
+    assert clone.learners.compiled
+    assert torch.allclose(clone.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
+
+
+class Scaled(nn.Module):
+    """A linear learner on ``scale · x`` (``scale`` a buffer: one learner can blow up)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 1)
+        self.register_buffer("scale", torch.tensor(1.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x * self.scale)
+
+
+@compiles
+def test_the_compiled_step_raises_the_eager_errors_and_rolls_back():
+    torch.manual_seed(0)
+    booster = SGB([Scaled() for _ in range(4)], standardize=False, step=0.5, compile=True)
+    x, y = torch.randn(16, 3), torch.randn(16)
+    booster.learn(x, y), booster.learn(x, y)  # the first step creates the state eagerly
+    # check 2: learner 2's gradient ≈ 1e20 cannot be squared in float32
+    booster.learners.engine.buffer__scale[2] = 1e10
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(DivergenceError, match=r"learner 2 diverged: its gradient") as info:
+        booster.learn(x, y)
+    assert info.value.learner == 2
+    assert_identical(booster.state_dict(), before)
+    booster.learners.engine.buffer__scale[2] = 1.0
+    booster.learn(x, y)
+    # checks 3-4: a rate of 1e30 moves learner 0 by about 3e31 times its norm
+    for group in booster.learners.engine.optimizers[0].param_groups:
+        group["lr"] = 1e30
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(DivergenceError, match=r"learner 0 diverged: the optimizer step changed "
+                                              "its parameters by more than"):
+        booster.learn(x, y)
+    assert_identical(booster.state_dict(), before)
+    assert booster.rounds == 3
 
 
 def test_compile_needs_the_stacked_mode():
     with pytest.raises(ValueError, match="compile=True compiles the stacked computation"):
         WeakLearners(lambda: torch.nn.Linear(2, 1), 2, mode="loop", compile=True)
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        WeakLearners(lambda: torch.nn.Linear(2, 1), 2, compile="yes")  # type: ignore[arg-type]

@@ -18,7 +18,10 @@ __all__ = ["scalar"]
 
 
 def scalar(value: float, like: Tensor) -> Tensor:
-    """``value`` as a 0-dim tensor of ``like``'s dtype and device (cached: never write to it)."""
+    """``value`` as a 0-dim tensor of ``like``'s dtype and device (cached: never write to it;
+    while ``torch.compile`` traces, a constant of the graph, not looked up in the cache)."""
+    if torch.compiler.is_compiling():
+        return torch.tensor(float(value), dtype=like.dtype, device=like.device)
     return _constant(float(value), like.dtype, like.device)
 
 

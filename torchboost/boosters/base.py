@@ -99,7 +99,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         n_outputs: outputs of the problem (classes for ``"softmax"``); learners must return
             ``(B, m)`` with ``m = loss.output_dim(n_outputs)``.
         y0: the initial prediction ``y^0`` (see :data:`Y0`).
-        optimizer, optimizer_kwargs, mode, compile, lr_fan_in, lr_output_scale: passed to
+        optimizer, optimizer_kwargs, mode, lr_fan_in, lr_output_scale: passed to
             :class:`WeakLearners` for a factory/list. The default optimizer is schedule-free
             AdamW (:mod:`~torchboost.learners.averaging`: rounds learn at its learning point,
             every prediction uses its averaged weights); without ``optimizer_kwargs={"lr": ...}``
@@ -109,6 +109,11 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             class, or :func:`~torchboost.cosine_schedule` / :func:`~torchboost.decay_schedule`),
             one scheduler per optimizer of the learners, stepped once per successful round
             (:mod:`torchboost.learners.schedules`); its state is in ``state_dict``.
+        compile: run a round's standardiser update and the stacked learners' schedule-free
+            step with its guards through ``torch.compile``
+            (:mod:`~torchboost.boosters.compiled_step`): the same arithmetic in a few generated
+            kernels, compiled at the first rounds (seconds), so worth it for a long stream
+            (``docs/results/throughput.md`` measures it). Default ``False``.
         standardize: scale-free training (default on): features, and regression labels, are
             standardised on the fly by running statistics (:mod:`~torchboost.boosters.scaling`)
             and predictions come back in the user's units. ``standardize=False`` trains on the
@@ -214,7 +219,8 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         #: ``None`` (``standardize=False``): the user's units
         self.standardize = flag("standardize", standardize)
         self.standardizer: Standardizer | None = (
-            Standardizer(targets=not self.loss.is_classifier) if self.standardize else None)
+            Standardizer(targets=not self.loss.is_classifier, compiled=compile)
+            if self.standardize else None)
         #: examples in the current round's (global) batch
         self._round_size = 0
         #: every round is all or nothing (:mod:`torchboost.boosters.transaction`)

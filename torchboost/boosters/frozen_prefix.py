@@ -73,8 +73,8 @@ class _Refillable(StackedEngine):
                    for rows, tensors in zip(self.rows(len(self)).values(), sources, strict=True))
 
     def forward_rows(self, x: Tensor, k: int) -> Tensor:
-        """:meth:`forward` of the first ``k`` learners (the engine has no buffers and does not
-        compile), without rebuilding the rows' views."""
+        """:meth:`forward` of the first ``k`` learners (the engine has no buffers), without
+        rebuilding the rows' views."""
         return self._run(self.rows(k), {}, x, True)
 
 

@@ -51,7 +51,8 @@ class ResidualSGB(Booster):
         super().__init__(learners, loss, **kwargs)
         if domain is not None and self.standardizer is not None:
             # the domain Y is in the labels' units: standardise the features alone
-            self.standardizer = Standardizer(targets=False)
+            self.standardizer = Standardizer(targets=False,
+                                             compiled=self.standardizer.compiled)
         lam = strong_convexity if strong_convexity is not None else (
             self.loss.strong_convexity or 1.0)
         if not (math.isfinite(lam) and lam > 0):

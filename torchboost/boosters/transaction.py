@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.compiled_step import CompiledScheduleFreeStep
 from torchboost.boosters.guards import guard_step
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
@@ -228,6 +229,8 @@ class RoundTransaction:
         #: the learners as they were before the current round (:meth:`LearnerSnapshot.take`)
         self._saved = LearnerState([], [], [], [], [], 0)
         self._rollbacks: list[Callable[[], None]] = []
+        #: the learners' step with ``compile=True`` (:mod:`.compiled_step`)
+        self._compiled_step = CompiledScheduleFreeStep()
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # a copy keeps its own buffer copies
@@ -287,5 +290,9 @@ class RoundTransaction:
         """The learners' optimizer step (all of them, or learner ``index``) on the gradient of
         their losses with respect to their ``outputs``, guarded (module docstring): a
         non-finite or absurd step raises, and the transaction restores the learners."""
+        compiled = self._compiled_step.bound(learners, index, sync, self._saved.parameters)
+        if compiled is not None:  # compile=True: the step and checks 2-4 in one function
+            learners.step_outputs(outputs, output_grad, optimizer_step=compiled)
+            return
         with guard_step(learners, index, self._saved.parameters):
             learners.step_outputs(outputs, output_grad, index=index, sync=sync)

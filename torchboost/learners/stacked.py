@@ -11,7 +11,7 @@ mathematically the same as N separate optimizers with the same hyper-parameters.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -106,7 +106,7 @@ class StackedEngine(nn.Module):
     """Holds N homogeneous learners as stacked parameters; same interface as ``LoopEngine``."""
 
     def __init__(self, modules: Sequence[nn.Module], optimizer: OptimizerSpec,
-                 compile: bool = False, chained: bool = False) -> None:
+                 chained: bool = False) -> None:
         super().__init__()
         problem = stacking_problem(modules, optimizer)
         if problem is not None:
@@ -144,13 +144,6 @@ class StackedEngine(nn.Module):
             self.register_buffer("buffer__" + _key(n), buffers[n].clone())
         self.optimizers = [optimizer.build(self.stacked_params.values(), multi_tensor=True,
                                           stacked=True)]
-        #: whether the stacked forward (and with it its backward) runs through ``torch.compile``
-        self.compile_forward = compile
-        self._compiled: Callable[..., Tensor] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # a compiled function does not pickle: the copy compiles again on its first forward
-        return {**super().__getstate__(), "_compiled": None}
 
     def __len__(self) -> int:
         return self._n
@@ -178,17 +171,11 @@ class StackedEngine(nn.Module):
 
         Plain ``nn.Sequential`` MLPs take the direct GEMM path of
         :mod:`~torchboost.learners.stacked_sequential` unless ``fast=False``; everything else,
-        and that path's reference, is ``vmap(functional_call(template, ...))``. With
-        ``compile=True`` either runs through ``torch.compile`` (compiled on the first call for
-        each number of learners and train/eval mode).
+        and that path's reference, is ``vmap(functional_call(template, ...))``.
         """
         params, buffers = self._stacked(n_learners)
         with _TemplateGuard(self):
-            if not self.compile_forward:
-                return self._run(params, buffers, x, fast)
-            if self._compiled is None:
-                self._compiled = torch.compile(self._run, dynamic=False)
-            return self._compiled(params, buffers, x, fast)
+            return self._run(params, buffers, x, fast)
 
     def _reset_template(self) -> None:
         """Put the template's own tensors back (:class:`_TemplateGuard`)."""

@@ -47,9 +47,12 @@ class WeakLearners(StackingProbe, nn.Module):
         lr_fan_in: scale the learning rate of weights with a wider fan-in by
             ``lr_fan_in / fan_in`` (see :class:`~torchboost.learners.optimizers.OptimizerSpec`;
             ``None``, the default: one rate for every parameter).
-        compile: run the stacked forward and backward through ``torch.compile`` (stacked mode
-            only; off by default: on CPU it is no faster for the SGB paper's shapes, see
-            ``benchmarks/throughput.py``). Results equal eager ones up to rounding.
+        compile: run the stacked learners' schedule-free step and its guards through
+            ``torch.compile`` (:mod:`~torchboost.boosters.compiled_step`; a booster's
+            ``compile=True`` compiles its standardiser too). Stacked mode only; off by default:
+            compiling takes seconds, paid back after a few thousand rounds
+            (``docs/results/throughput.md``). The forward and backward stay eager: compiled, they
+            were slower on a CPU. Results equal eager ones up to rounding.
         lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
             class; :mod:`~torchboost.learners.schedules`), called for every optimizer; each
             scheduler steps right after its optimizer's step has succeeded
@@ -83,6 +86,8 @@ class WeakLearners(StackingProbe, nn.Module):
 
     #: the schedule-free average's horizon (containers pickled before it existed: none)
     averaging_window: int | None = None
+    #: ``compile=True`` (learners pickled before it have no such attribute)
+    compiled = False
 
     def __init__(
         self,
@@ -101,10 +106,6 @@ class WeakLearners(StackingProbe, nn.Module):
         super().__init__()
         modules = _build_modules(learners, n_learners)
         if flag("chained", chained):
-            if compile:
-                raise ValueError("compile=True compiles the stacked forward of unchained "
-                                 "learners; chained learners run eagerly (chained=False or "
-                                 "compile=False)")
             modules = [chainable(module) for module in modules]
         #: whether learner ``i`` gets learner ``i − 1``'s features (:mod:`.chained`)
         self.chained = chained
@@ -115,6 +116,8 @@ class WeakLearners(StackingProbe, nn.Module):
                              float(lr_output_scale))
         if mode not in ("auto", "stacked", "loop"):
             raise ValueError(f"mode must be 'auto', 'stacked' or 'loop', got {mode!r}")
+        #: whether the stacked step runs through ``torch.compile`` (``compile=True``)
+        self.compiled = flag("compile", compile)
         if compile and mode == "loop":
             raise ValueError("compile=True compiles the stacked computation; mode='loop' runs "
                              "the learners' own modules as they are (compile those yourself)")
@@ -126,7 +129,7 @@ class WeakLearners(StackingProbe, nn.Module):
         self.mode: str = mode
         self.optimizer_spec = spec
         self.engine: StackedEngine | LoopEngine = (
-            StackedEngine(modules, spec, compile, chained) if mode == "stacked"
+            StackedEngine(modules, spec, chained) if mode == "stacked"
             else LoopEngine(modules, spec, chained)
         )
         if averaging_window is not None:
@@ -237,20 +240,27 @@ class WeakLearners(StackingProbe, nn.Module):
         self._optimizer_step(index)
 
     def step_outputs(self, outputs: Tensor, output_grad: Tensor, index: int | None = None,
-                     sync: Synchronizer | None = None) -> None:
+                     sync: Synchronizer | None = None,
+                     optimizer_step: Callable[[], None] | None = None) -> None:
         """Like :meth:`step` for a loss whose gradient with respect to ``outputs`` (the tensor
         returned by :meth:`forward`) is known in closed form: back-propagates ``output_grad``.
         With ``sync``, the parameter gradients are summed over the data-parallel replicas (one
-        coalesced all-reduce) before the optimizers step."""
+        coalesced all-reduce) before the optimizers step. ``optimizer_step``: a call taking
+        the optimizers' step instead (the compiled step of ``compile=True``,
+        :mod:`~torchboost.boosters.compiled_step`)."""
         self._check_learning_point(index)
         self._zero_grad(index)
         outputs.backward(output_grad)
         if sync is not None:
             sync.sum_([p.grad for p in self.parameters() if p.grad is not None])
-        self._optimizer_step(index)
+        self._optimizer_step(index, optimizer_step)
 
-    def _optimizer_step(self, index: int | None) -> None:
-        self.engine.optimizer_step(index)
+    def _optimizer_step(self, index: int | None,
+                        optimizer_step: Callable[[], None] | None = None) -> None:
+        if optimizer_step is None:
+            self.engine.optimizer_step(index)
+        else:
+            optimizer_step()
         if self.averaging_window is not None:
             window_average(self.stepped_optimizers(index), self.averaging_window)
 

@@ -1,0 +1,175 @@
+"""``compile=True``: the stacked learners' schedule-free AdamW step and the guards around it, as
+one compiled function.
+
+Eager, a default round's step is the ``schedulefree`` package's foreach ``AdamWScheduleFree.step``
+(Defazio et al., "The Road Less Scheduled", NeurIPS 2024, Alg. 1, in its ``y``/``z`` form: ten
+multi-tensor operations), preceded by check 2's gradient norms and followed by checks 3-4's
+update norm (:func:`~torchboost.boosters.guards.guard_step`). On a CPU every ``_foreach_*``
+operation loops over the stacked tensors and is one pass over memory; compiled, the whole of it
+is one generated kernel per tensor. :class:`CompiledScheduleFreeStep` keeps the package's
+arithmetic exactly where it is plain Python — the group's step count ``k``, warm-up, ``lr_max``,
+the weight sum and ``c_{k+1}`` — and hands the tensor part its scalars as one tensor, so it
+compiles once per layout and not once per step. The gradients are left as the backward wrote
+them (the package divides them in place), so check 2's explanation reads the very gradients it
+judged; parameters stay at the learning point ``y``, switched back by
+:func:`~torchboost.learners.averaging.learning_point` as eagerly, so that checks 3-4's
+explanation finds the stepped parameters.
+
+It applies where it is the same step: one :class:`schedulefree.AdamWScheduleFree` over the
+stacked learners (stacked mode, every learner stepping, one process), in train mode, with state
+(the first step creates ``z`` and the second moment eagerly), a float learning rate, one dtype
+and device, and no step hooks. Anything else takes the eager step and :func:`guard_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import schedulefree
+import torch
+from torch import Tensor
+
+from torchboost.boosters.guards import (
+    MAX_RELATIVE_UPDATE,
+    _raise_bad_step,
+    _raise_unbounded_gradient,
+    _row_norms,
+    _square_limit,
+    _update_norm,
+)
+from torchboost.deferred_checks import require_finite, within
+from torchboost.distributed import Synchronizer
+from torchboost.learners import WeakLearners
+
+__all__ = ["CompiledScheduleFreeStep"]
+
+#: one group's scalars, in this order, as the compiled function reads them
+_SCALARS = ("beta2", "one_minus_beta2", "bias_correction2", "eps", "decay", "ckp1", "y_step",
+            "lr")
+
+
+def _schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
+                        squares: list[Tensor], before: list[Tensor], scalars: list[Tensor],
+                        gradient_limit: float, update_limit: float
+                        ) -> tuple[Tensor, Tensor, Tensor]:
+    """Schedule-free AdamW's foreach step (``schedulefree`` 1.4, ``AdamWScheduleFree.step``) on
+    ``params`` (at ``y``) in place, tensor ``i`` with the scalars ``scalars[i]`` of its group
+    (:data:`_SCALARS`); returns check 2's gradient norms ``(tensors, N)`` and the verdicts of
+    checks 2 and 3-4 (:func:`~torchboost.deferred_checks.within` values)."""
+    with torch.no_grad():
+        ratios = torch.stack([_row_norms(g) for g in grads])
+        for y, grad, z, square, s in zip(params, grads, zs, squares, scalars, strict=True):
+            beta2, one_minus_beta2, correction, eps, decay, ckp1, y_step, lr = s.unbind()
+            square.mul_(beta2).addcmul_(grad, grad, value=one_minus_beta2)
+            normalized = grad / ((square / correction).sqrt() + eps) + y * decay
+            y.lerp_(z, ckp1).add_(normalized * y_step)
+            z.sub_(normalized * lr)
+        return (ratios, within(ratios.max(), gradient_limit),
+                within(_update_norm(params, before), update_limit))
+
+
+class CompiledScheduleFreeStep:
+    """The compiled, guarded step of stacked schedule-free learners (module docstring); one per
+    round transaction, compiled at its first call."""
+
+    def __init__(self) -> None:
+        self._compiled: Callable[..., tuple[Tensor, Tensor, Tensor]] | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {}  # a compiled function does not pickle: the copy compiles again
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def bound(self, learners: WeakLearners, index: int | None, sync: Synchronizer | None,
+              before: list[Tensor]) -> Callable[[], None] | None:
+        """The step of every learner of ``learners`` as a call for
+        :meth:`WeakLearners.step_outputs`'s ``optimizer_step``, stating checks 2-4 like
+        :func:`~torchboost.boosters.guards.guard_step`, when it is the one ``opt.step()``
+        would take (module docstring); else ``None``. ``before``: the stepped parameters'
+        copies from before the round (the round's transaction's)."""
+        if not learners.compiled or index is not None or sync is not None:
+            return None
+        optimizers = learners.stepped_optimizers()
+        if len(optimizers) != 1 or not _applies(optimizers[0]):
+            return None
+        return partial(self._step, optimizers[0], before)
+
+    def _step(self, opt: torch.optim.Optimizer, before: list[Tensor]) -> None:
+        params, grads, zs, squares, olds, scalars = [], [], [], [], [], []
+        position = 0
+        for group in opt.param_groups:
+            group_scalars = None
+            for p in group["params"]:
+                position += 1
+                if p.grad is None:
+                    continue
+                if group_scalars is None:
+                    group_scalars = torch.tensor(_bookkeeping(group), dtype=p.dtype,
+                                                 device=p.device)
+                state = opt.state[p]
+                params.append(p), grads.append(p.grad), zs.append(state["z"])
+                squares.append(state["exp_avg_sq"]), olds.append(before[position - 1])
+                scalars.append(group_scalars)
+            if group_scalars is None:  # no gradient in this group: the package counts it
+                _bookkeeping(group)
+            group["k"] += 1
+        if not params:
+            return
+        if self._compiled is None:
+            self._compiled = torch.compile(_schedule_free_step, dynamic=False)
+        limit = _square_limit(params[0].dtype)
+        ratios, gradients, update = self._compiled(params, grads, zs, squares, olds, scalars,
+                                                   limit, MAX_RELATIVE_UPDATE)
+        owners = list(range(ratios.shape[1]))
+        require_finite(gradients, lambda: _raise_unbounded_gradient(ratios, limit, owners, 0))
+        every = [p for group in opt.param_groups for p in group["params"]]
+        require_finite(update, lambda: _raise_bad_step(every, [every], before, True, 0))
+
+
+def _applies(opt: torch.optim.Optimizer) -> bool:
+    """Whether :func:`_schedule_free_step` is ``opt.step()`` now (module docstring)."""
+    if type(opt) is not schedulefree.AdamWScheduleFree or opt._optimizer_step_pre_hooks \
+            or opt._optimizer_step_post_hooks or _global_step_hooks():
+        return False
+    kinds = set()
+    for group in opt.param_groups:
+        if not group["train_mode"] or not isinstance(group["lr"], float | int):
+            return False
+        for p in group["params"]:
+            if not p.requires_grad:
+                continue
+            state = opt.state.get(p)
+            if not state or "z" not in state:
+                return False
+            kinds.add((p.dtype, p.device, state["z"].dtype, state["exp_avg_sq"].dtype))
+    return len(kinds) == 1 and next(iter(kinds))[0].is_floating_point
+
+
+def _bookkeeping(group: dict) -> list[float]:
+    """The package's arithmetic of one group before its tensor step (``AdamWScheduleFree.step``
+    up to ``ckp1``, with the group's ``scheduled_lr``, ``lr_max`` and ``weight_sum`` updated as
+    it updates them), as the scalars :data:`_SCALARS` of the compiled step (``k`` is advanced by
+    the caller)."""
+    k = group["k"]
+    beta1, beta2 = group["betas"]
+    warmup_steps = group["warmup_steps"]
+    sched = (k + 1) / warmup_steps if k < warmup_steps else 1.0
+    bias_correction2 = 1 - beta2 ** (k + 1)
+    lr = group["lr"] * sched
+    group["scheduled_lr"] = lr
+    lr_max = group["lr_max"] = max(lr, group["lr_max"])
+    weight = ((k + 1) ** group["r"]) * (lr_max ** group["weight_lr_power"])
+    weight_sum = group["weight_sum"] = group["weight_sum"] + weight
+    ckp1 = weight / weight_sum if weight_sum != 0 else 0.0
+    return [beta2, 1 - beta2, bias_correction2, group["eps"], group["weight_decay"], ckp1,
+            lr * (beta1 * (1 - ckp1) - 1), lr]
+
+
+def _global_step_hooks() -> bool:
+    """Whether hooks were registered for every optimizer's step
+    (``torch.optim.optimizer.register_optimizer_step_pre_hook`` and its post twin)."""
+    from torch.optim import optimizer as module
+
+    return bool(module._global_optimizer_pre_hooks or module._global_optimizer_post_hooks)
