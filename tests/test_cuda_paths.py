@@ -74,3 +74,21 @@ def test_screening_cuda_batches_raises_and_skips():
     (clean_x, clean_y), = list(screened)
     assert clean_x.is_cuda and clean_x.shape == (7, 3) and sum(screened.skipped.values()) == 1
     assert torch.equal(clean_y, torch.cat([y[:5], y[6:]]))
+
+
+def test_compiled_rounds_on_cuda_match_eager_ones_with_one_sync():
+    from torch.profiler import ProfilerActivity, profile
+
+    xs, ys = regression_stream(200, d=5, seed=1)
+    boosters = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        boosters.append(SGB(lambda: TwoLayerNet(5, 4), n_learners=8, compile=compiled).to("cuda"))
+        for x, y in zip(xs.split(20), ys.split(20), strict=True):
+            boosters[-1].learn(x.cuda(), y.cuda())
+    assert torch.allclose(boosters[0].predict(xs.cuda()), boosters[1].predict(xs.cuda()),
+                          atol=1e-4)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        boosters[1].learn(xs[:20].cuda(), ys[:20].cuda())
+    syncs = [e for e in prof.events() if e.name == "aten::_local_scalar_dense"]
+    assert len(syncs) == 1  # the round's deferred checks, read once; none for the scalars

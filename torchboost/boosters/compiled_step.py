@@ -106,8 +106,7 @@ class CompiledScheduleFreeStep:
                 if p.grad is None:
                     continue
                 if group_scalars is None:
-                    group_scalars = torch.tensor(_bookkeeping(group), dtype=p.dtype,
-                                                 device=p.device)
+                    group_scalars = _on_device(_bookkeeping(group), p)
                 state = opt.state[p]
                 params.append(p), grads.append(p.grad), zs.append(state["z"])
                 squares.append(state["exp_avg_sq"]), olds.append(before[position - 1])
@@ -165,6 +164,16 @@ def _bookkeeping(group: dict) -> list[float]:
     ckp1 = weight / weight_sum if weight_sum != 0 else 0.0
     return [beta2, 1 - beta2, bias_correction2, group["eps"], group["weight_decay"], ckp1,
             lr * (beta1 * (1 - ckp1) - 1), lr]
+
+
+def _on_device(values: list[float], like: Tensor) -> Tensor:
+    """``values`` as a tensor of ``like``'s dtype and device; to a CUDA device from pinned
+    memory, queued on the stream (a plain copy from host memory would wait for the device:
+    a host sync every round)."""
+    values_on_host = torch.tensor(values, dtype=like.dtype)
+    if like.device.type == "cuda":
+        return values_on_host.pin_memory().to(like.device, non_blocking=True)
+    return values_on_host.to(like.device)
 
 
 def _global_step_hooks() -> bool:
