@@ -111,3 +111,40 @@ def test_compile_needs_the_stacked_mode():
         WeakLearners(lambda: torch.nn.Linear(2, 1), 2, mode="loop", compile=True)
     with pytest.raises(ValueError, match="compile must be True or False"):
         WeakLearners(lambda: torch.nn.Linear(2, 1), 2, compile="yes")  # type: ignore[arg-type]
+
+
+@compiles
+def test_a_changing_batch_size_compiles_once_more_not_every_round():
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, compile=True)
+    booster.learn(torch.randn(2, 5), torch.randn(2))  # the first step creates the state
+    booster.learn(torch.randn(2, 5), torch.randn(2))
+    booster.learn(torch.randn(3, 5), torch.randn(3))  # a new size: symbolic from now on
+    graphs = counters["stats"]["unique_graphs"]
+    for size in (4, 7, 16, 5, 40):
+        booster.learn(torch.randn(size, 5), torch.randn(size))
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_the_compiled_step_leaves_what_it_does_not_repeat_to_the_package():
+    from torchboost.boosters.compiled_step import _applies
+
+    torch.manual_seed(0)
+    for dtype, applies in ((torch.float32, True), (torch.bfloat16, False)):
+        booster = SGB(lambda: TwoLayerNet(3, 2), n_learners=2, standardize=False).to(dtype)
+        booster.learn(torch.randn(4, 3, dtype=dtype), torch.randn(4, dtype=dtype))
+        opt = booster.learners.engine.optimizers[0]
+        with booster.learners.learning_point():
+            assert _applies(opt) is applies
+            handle = opt.register_step_post_hook(lambda *_: None)  # a user's hook: the package
+            assert not _applies(opt)
+            handle.remove()
+
+
+def test_stagewise_gb_says_compile_does_not_apply():
+    from torchboost import StagewiseGB
+
+    with pytest.raises(ValueError, match="StagewiseGB steps one learner at a time"):
+        StagewiseGB(lambda: TwoLayerNet(3, 2), n_learners=2, compile=True)

@@ -18,7 +18,13 @@ explanation finds the stepped parameters.
 It applies where it is the same step: one :class:`schedulefree.AdamWScheduleFree` over the
 stacked learners (stacked mode, every learner stepping, one process), in train mode, with state
 (the first step creates ``z`` and the second moment eagerly), a float learning rate, one dtype
-and device, and no step hooks. Anything else takes the eager step and :func:`guard_step`.
+(float32 or float64) and device, and no step hooks. Anything else takes the eager step and
+:func:`guard_step`. One difference is visible outside the optimizer: after a round the
+parameters' ``.grad`` hold the gradients as the backward wrote them, where the package leaves
+them divided by its denominator.
+
+Each booster compiles its own (:func:`~torchboost.compiling.compile_own`), once per layout of its
+stacked tensors.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from torchboost.boosters.guards import (
     _square_limit,
     _update_norm,
 )
+from torchboost.compiling import compile_own
 from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
@@ -117,7 +124,7 @@ class CompiledScheduleFreeStep:
         if not params:
             return
         if self._compiled is None:
-            self._compiled = torch.compile(_schedule_free_step, dynamic=False)
+            self._compiled = compile_own(_schedule_free_step)
         limit = _square_limit(params[0].dtype)
         ratios, gradients, update = self._compiled(params, grads, zs, squares, olds, scalars,
                                                    limit, MAX_RELATIVE_UPDATE)
@@ -143,7 +150,12 @@ def _applies(opt: torch.optim.Optimizer) -> bool:
             if not state or "z" not in state:
                 return False
             kinds.add((p.dtype, p.device, state["z"].dtype, state["exp_avg_sq"].dtype))
-    return len(kinds) == 1 and next(iter(kinds))[0].is_floating_point
+    return len(kinds) == 1 and next(iter(kinds))[0] in _DTYPES
+
+
+#: the parameter dtypes the compiled step takes: those whose arithmetic it repeats (bfloat16
+#: and float16 compute with the package's scalars in float32, then round: left to the package)
+_DTYPES = (torch.float32, torch.float64)
 
 
 def _bookkeeping(group: dict) -> list[float]:

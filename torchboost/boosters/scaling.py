@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from torchboost.compiling import compile_own
 from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
 from torchboost.scalars import scalar
@@ -102,7 +103,7 @@ class RunningMoments(nn.Module):
         ``n`` rows and ``e = c − m``, the deviations from ``m`` sum to ``s1 + n e`` and their
         squares to ``s2 + 2 e s1 + n e²``, which Chan et al.'s update adds."""
         dims = [0, *range(2, values.ndim)]
-        size = float(values.numel() // max(values.shape[1], 1))  # rows (× positions)
+        size = values.numel() // max(values.shape[1], 1)  # rows (× positions)
         off_01 = None
         if self.off_01 is not None:
             # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
@@ -235,7 +236,7 @@ class Standardizer(nn.Module):
         prepare = _prepare
         if self.compiled and sync is None and self.started:
             if self._compiled is None:
-                self._compiled = torch.compile(_prepare, dynamic=False)
+                self._compiled = compile_own(_prepare)
             prepare = self._compiled
         x, z, self._pending, spread = prepare(self, x, z, sync)
         require_finite(spread, self._explain_overflow)

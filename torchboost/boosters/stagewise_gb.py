@@ -61,6 +61,10 @@ class StagewiseGB(GradientBoosting):
         if isinstance(learners, WeakLearners) and learners.mode != "loop":
             raise ValueError("StagewiseGB steps one learner at a time; build its WeakLearners "
                              "with mode='loop'")
+        if kwargs.get("compile"):
+            raise ValueError("StagewiseGB steps one learner at a time (its learners run as a "
+                             "loop): compile=True, which compiles the stacked learners' step, "
+                             "does not apply; leave it False")
         kwargs["mode"] = "loop"
         # one learner trains at a time: it moves the prediction by η·h alone, so the default
         # rule's Newton scaling of SGB's linear learners does not apply
