@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
@@ -141,3 +142,14 @@ class InterruptedLinear(nn.Module):
         if type(self).fail and torch.is_grad_enabled():
             raise KeyboardInterrupt("interrupted")
         return self.linear(x)
+
+
+def _compiles() -> bool:
+    try:
+        return bool(torch.compile(torch.sin)(torch.zeros(1)) == 0)
+    except Exception:  # no dynamo on this platform or no C++ compiler for inductor
+        return False
+
+
+#: marks a test that needs ``torch.compile`` to work here (dynamo and a C++ compiler)
+compiles = pytest.mark.skipif(not _compiles(), reason="torch.compile is unavailable here")

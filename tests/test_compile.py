@@ -9,20 +9,10 @@ import copy
 
 import pytest
 import torch
-from boost_helpers import assert_identical
+from boost_helpers import assert_identical, compiles
 from torch import nn
 
 from torchboost import SGB, DivergenceError, TwoLayerNet, WeakLearners
-
-
-def _compiles() -> bool:
-    try:
-        return bool(torch.compile(torch.sin)(torch.zeros(1)) == 0)
-    except Exception:  # no dynamo on this platform or no C++ compiler for inductor
-        return False
-
-
-compiles = pytest.mark.skipif(not _compiles(), reason="torch.compile is unavailable here")
 
 
 def _pair(**kwargs):

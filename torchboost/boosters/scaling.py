@@ -103,7 +103,7 @@ class RunningMoments(nn.Module):
         ``n`` rows and ``e = c − m``, the deviations from ``m`` sum to ``s1 + n e`` and their
         squares to ``s2 + 2 e s1 + n e²``, which Chan et al.'s update adds."""
         dims = [0, *range(2, values.ndim)]
-        size = values.numel() // max(values.shape[1], 1)  # rows (× positions)
+        size = values.numel() / max(values.shape[1], 1)  # rows (× positions), a float
         off_01 = None
         if self.off_01 is not None:
             # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
