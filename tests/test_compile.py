@@ -138,3 +138,26 @@ def test_stagewise_gb_says_compile_does_not_apply():
 
     with pytest.raises(ValueError, match="StagewiseGB steps one learner at a time"):
         StagewiseGB(lambda: TwoLayerNet(3, 2), n_learners=2, compile=True)
+
+
+def test_where_torch_cannot_compile_the_round_runs_eagerly_and_says_so(monkeypatch):
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    def no_compiler(function, **kwargs):
+        def fails(*args):
+            raise BackendCompilerFailed("inductor", RuntimeError("no C++ compiler found"), None)
+        return fails
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    eager, compiled = _pair()
+    x, y = torch.randn(16, 5), torch.randn(16)
+    eager.learn(x, y), compiled.learn(x, y)  # the first round steps eagerly (state created)
+    with pytest.warns(RuntimeWarning, match="could not compile") as said:
+        assert torch.equal(compiled.learn(x, y), eager.learn(x, y))
+    assert sorted(str(w.message).split()[4] for w in said) == ["_prepare", "_schedule_free_step"]
+    assert "(RuntimeError: no C++ compiler found); it runs eagerly" in str(said[0].message)
+    assert compiled._transaction._compiled_step._compiled.failed  # not tried again
+    assert compiled.standardizer._compiled.failed
+    for _ in range(2):  # said once; the same numbers as eager, bit for bit
+        assert torch.equal(compiled.learn(x, y), eager.learn(x, y))
+    assert_identical(compiled.state_dict(), eager.state_dict())

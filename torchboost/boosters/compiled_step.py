@@ -23,8 +23,8 @@ stacked learners (stacked mode, every learner stepping, one process), in train m
 parameters' ``.grad`` hold the gradients as the backward wrote them, where the package leaves
 them divided by its denominator.
 
-Each booster compiles its own (:func:`~torchboost.compiling.compile_own`), once per layout of its
-stacked tensors.
+Each booster compiles its own (:class:`~torchboost.compiling.OwnCompiled`), once per layout of
+its stacked tensors; where torch cannot compile, the package's step runs, guarded.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ from torchboost.boosters.guards import (
     _row_norms,
     _square_limit,
     _update_norm,
+    guard_step,
 )
-from torchboost.compiling import compile_own
+from torchboost.compiling import CompileFailed, OwnCompiled
 from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
@@ -81,7 +82,7 @@ class CompiledScheduleFreeStep:
     round transaction, compiled at its first call."""
 
     def __init__(self) -> None:
-        self._compiled: Callable[..., tuple[Tensor, Tensor, Tensor]] | None = None
+        self._compiled: OwnCompiled | None = None
 
     def __getstate__(self) -> dict[str, object]:
         return {}  # a compiled function does not pickle: the copy compiles again
@@ -96,14 +97,18 @@ class CompiledScheduleFreeStep:
         :func:`~torchboost.boosters.guards.guard_step`, when it is the one ``opt.step()``
         would take (module docstring); else ``None``. ``before``: the stepped parameters'
         copies from before the round (the round's transaction's)."""
-        if not learners.compiled or index is not None or sync is not None:
+        if not learners.compiled or index is not None or sync is not None or (
+                self._compiled is not None and self._compiled.failed):
             return None
         optimizers = learners.stepped_optimizers()
         if len(optimizers) != 1 or not _applies(optimizers[0]):
             return None
-        return partial(self._step, optimizers[0], before)
+        return partial(self._step, learners, optimizers[0], before)
 
-    def _step(self, opt: torch.optim.Optimizer, before: list[Tensor]) -> None:
+    def _step(self, learners: WeakLearners, opt: torch.optim.Optimizer,
+              before: list[Tensor]) -> None:
+        settings = [{k: v for k, v in group.items() if k != "params"}
+                    for group in opt.param_groups]
         params, grads, zs, squares, olds, scalars = [], [], [], [], [], []
         position = 0
         for group in opt.param_groups:
@@ -124,10 +129,17 @@ class CompiledScheduleFreeStep:
         if not params:
             return
         if self._compiled is None:
-            self._compiled = compile_own(_schedule_free_step)
+            self._compiled = OwnCompiled(_schedule_free_step)
         limit = _square_limit(params[0].dtype)
-        ratios, gradients, update = self._compiled(params, grads, zs, squares, olds, scalars,
-                                                   limit, MAX_RELATIVE_UPDATE)
+        try:
+            ratios, gradients, update = self._compiled(params, grads, zs, squares, olds,
+                                                       scalars, limit, MAX_RELATIVE_UPDATE)
+        except CompileFailed:  # torch cannot compile here: the package's step, guarded
+            for group, saved in zip(opt.param_groups, settings, strict=True):
+                group.update(saved)
+            with guard_step(learners, None, before):
+                opt.step()
+            return
         owners = list(range(ratios.shape[1]))
         require_finite(gradients, lambda: _raise_unbounded_gradient(ratios, limit, owners, 0))
         every = [p for group in opt.param_groups for p in group["params"]]

@@ -33,13 +33,14 @@ all-reduced sums, so every replica holds the statistics of the global batch.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from torchboost.compiling import compile_own
+from torchboost.compiling import CompileFailed, OwnCompiled
 from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
 from torchboost.scalars import scalar
@@ -218,7 +219,7 @@ class Standardizer(nn.Module):
         self.labels = RunningMoments() if targets else None
         self._pending: list[Moments] = []
         self.compiled = compiled
-        self._compiled: Callable[..., _Prepared] | None = None
+        self._compiled: OwnCompiled | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # a compiled function does not pickle: the copy compiles again at its first round
@@ -233,12 +234,15 @@ class Standardizer(nn.Module):
         the batch, stored by :meth:`commit` once the round succeeded), and the map of its
         standardised predictions to the user's units with the label statistics of the earlier
         batches (0 before any label): the stored ones, so it must run before :meth:`commit`."""
-        prepare = _prepare
+        prepared = None
         if self.compiled and sync is None and self.started:
             if self._compiled is None:
-                self._compiled = compile_own(_prepare)
-            prepare = self._compiled
-        x, z, self._pending, spread = prepare(self, x, z, sync)
+                self._compiled = OwnCompiled(_prepare)
+            if not self._compiled.failed:
+                with contextlib.suppress(CompileFailed):  # torch cannot compile here: eagerly
+                    prepared = self._compiled(self, x, z, sync)
+        x, z, self._pending, spread = (_prepare(self, x, z, sync) if prepared is None
+                                       else prepared)
         require_finite(spread, self._explain_overflow)
         return x, z, _identity if self.labels is None else self.outputs
 
