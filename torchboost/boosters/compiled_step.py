@@ -52,10 +52,6 @@ from torchboost.learners import WeakLearners
 
 __all__ = ["CompiledScheduleFreeStep"]
 
-#: one group's scalars, in this order, as the compiled function reads them
-_SCALARS = ("beta2", "one_minus_beta2", "bias_correction2", "eps", "decay", "ckp1", "y_step",
-            "lr")
-
 
 def _schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
                         squares: list[Tensor], before: list[Tensor], scalars: list[Tensor],
@@ -63,7 +59,7 @@ def _schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tens
                         ) -> tuple[Tensor, Tensor, Tensor]:
     """Schedule-free AdamW's foreach step (``schedulefree`` 1.4, ``AdamWScheduleFree.step``) on
     ``params`` (at ``y``) in place, tensor ``i`` with the scalars ``scalars[i]`` of its group
-    (:data:`_SCALARS`); returns check 2's gradient norms ``(tensors, N)`` and the verdicts of
+    (:func:`_bookkeeping`'s); returns check 2's gradient norms ``(tensors, N)`` and the verdicts of
     checks 2 and 3-4 (:func:`~torchboost.deferred_checks.within` values)."""
     with torch.no_grad():
         ratios = torch.stack([_row_norms(g) for g in grads])
@@ -173,8 +169,9 @@ _DTYPES = (torch.float32, torch.float64)
 def _bookkeeping(group: dict) -> list[float]:
     """The package's arithmetic of one group before its tensor step (``AdamWScheduleFree.step``
     up to ``ckp1``, with the group's ``scheduled_lr``, ``lr_max`` and ``weight_sum`` updated as
-    it updates them), as the scalars :data:`_SCALARS` of the compiled step (``k`` is advanced by
-    the caller)."""
+    it updates them), as the compiled step's scalars: ``β2``, ``1 − β2``, the bias correction
+    ``1 − β2^(k+1)``, ``ε``, the weight decay, ``c_{k+1}``, ``y``'s step ``lr (β1 (1 − c_{k+1}) −
+    1)`` and ``lr`` (``k`` is advanced by the caller)."""
     k = group["k"]
     beta1, beta2 = group["betas"]
     warmup_steps = group["warmup_steps"]
