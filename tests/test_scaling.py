@@ -266,3 +266,28 @@ def test_one_batch_of_huge_finite_values_leaves_finite_statistics(where):
     moments = getattr(booster.standardizer, where)
     assert torch.isfinite(moments.sq_dev).all() and torch.isfinite(booster.predict(x)).all()
     assert moments.std().max() > 1e17  # the outlier batch is in the statistics, as it should be
+
+
+def test_a_stored_scale_is_the_one_its_round_computed_until_the_statistics_change():
+    from torchboost.boosters.scaling import _scale
+
+    def fresh(m: RunningMoments) -> Tensor:
+        return _scale(m.count, m.mean, m.sq_dev)
+
+    moments = RunningMoments()
+    stats = moments.updated(torch.tensor([[1.0, 5.0], [3.0, 5.0]]))
+    moments.commit(stats)
+    assert moments.scale() is stats.scale  # kept, not computed again
+    assert torch.equal(moments.scale(), fresh(moments))
+    # every way the statistics change drops it: an in-place write, a load, a conversion
+    moments.sq_dev.mul_(4.0)
+    assert torch.equal(moments.scale(), fresh(moments)) and moments.scale()[0] == 2.0
+    moments.commit(moments.updated(torch.tensor([[7.0, 5.0]])))
+    moments.load_state_dict({"count": torch.tensor(2.0, dtype=torch.float64),
+                             "mean": torch.tensor([0.0, 0.0], dtype=torch.float64),
+                             "sq_dev": torch.tensor([8.0, 0.0], dtype=torch.float64)})
+    assert moments.scale().tolist() == [2.0, 1.0]
+    moments.commit(moments.updated(torch.tensor([[2.0, 0.0]])))
+    converted = moments.float()
+    assert converted.scale().dtype == torch.float32
+    assert torch.equal(converted.scale(), fresh(converted))

@@ -34,6 +34,7 @@ all-reduced sums, so every replica holds the statistics of the global batch.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -55,12 +56,14 @@ CONSTANT_TOLERANCE = 1e-6
 class Moments(NamedTuple):
     """A column statistics' state: count, mean, sum of squared deviations and, when indicators
     are tracked, ``Σ |v (v − 1)|`` over each column's values, 0 exactly when all were 0 or 1
-    (else ``None``)."""
+    (else ``None``); ``scale``: :meth:`RunningMoments.scale` of these statistics, where it was
+    computed with them (``None``: not yet)."""
 
     count: Tensor
     mean: Tensor
     sq_dev: Tensor
     off_01: Tensor | None
+    scale: Tensor | None = None
 
 
 class RunningMoments(nn.Module):
@@ -77,6 +80,10 @@ class RunningMoments(nn.Module):
         ([4.0], [2.23606797749979])
     """
 
+    #: :meth:`scale` of the statistics :meth:`commit` stored, with :meth:`_scale_key` then
+    #: (``None``: none kept)
+    _scale_memo: tuple[tuple[Tensor, ...], tuple[int, ...], Tensor] | None = None
+
     def __init__(self, indicators: bool = False) -> None:
         super().__init__()
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -87,6 +94,9 @@ class RunningMoments(nn.Module):
         self.off_01: Tensor | None
         self.register_buffer("off_01", torch.zeros(0, dtype=torch.float64) if indicators
                              else None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_scale_memo": None}  # a copy computes its own
 
     @torch.no_grad()
     def update(self, values: Tensor, sync: Synchronizer | None = None) -> None:
@@ -140,7 +150,8 @@ class RunningMoments(nn.Module):
         s2 = s2 + error * (s1 + s1) + error * error * batch
         s1 = s1 + error * batch
         total = count + batch
-        return Moments(total, mean + s1 / total, sq_dev + s2 - s1 * s1 / total, off_01)
+        mean, sq_dev = mean + s1 / total, sq_dev + s2 - s1 * s1 / total
+        return Moments(total, mean, sq_dev, off_01, _scale(total, mean, sq_dev))
 
     @property
     def started(self) -> bool:
@@ -158,9 +169,11 @@ class RunningMoments(nn.Module):
         self.sq_dev.copy_(stats.sq_dev)
         if self.off_01 is not None and stats.off_01 is not None:
             self.off_01.copy_(stats.off_01)
+        self._scale_memo = None if stats.scale is None else (*self._scale_key(), stats.scale)
 
     def forget(self) -> None:
         """Back to no batch added: count 0, statistics of size 0."""
+        self._scale_memo = None
         empty = self.count.new_zeros(0)
         self.count.zero_()
         self.mean, self.sq_dev = empty, empty.clone()
@@ -176,15 +189,34 @@ class RunningMoments(nn.Module):
         return _std(self.count, self.sq_dev)
 
     def scale(self) -> Tensor:
-        """The divisor of every column: its standard deviation, or 1 for a constant column."""
+        """The divisor of every column: its standard deviation, or 1 for a constant column
+        (never write to it: while the statistics are those :meth:`commit` stored, it is the
+        one a round computed with them, not computed again)."""
+        memo = self._scale_memo
+        if memo is not None:
+            tensors, versions, scale = memo
+            now, now_versions = self._scale_key()
+            if versions == now_versions and all(map(operator.is_, tensors, now)):
+                return scale
         return _scale(self.count, self.mean, self.sq_dev)
+
+    def _scale_key(self) -> tuple[tuple[Tensor, ...], tuple[int, ...]]:
+        """The stored statistics' tensors and their version counters: any change to them (an
+        in-place write, ``load_state_dict``, a new tensor after ``.to()``) changes the key."""
+        tensors = (self.count, self.mean, self.sq_dev)
+        return tensors, tuple(t._version for t in tensors)
 
     def shift_and_scale(self, stats: Moments | None = None) -> tuple[Tensor, Tensor]:
         """What standardising subtracts from and divides every column by, from ``stats`` (the
         stored statistics by default): its mean and :meth:`scale`, or 0 and 1 for a column
         whose values were all 0 or 1 (tracked indicators)."""
-        stats = self.state() if stats is None else stats
-        mean, scale = stats.mean, _scale(stats.count, stats.mean, stats.sq_dev)
+        if stats is None:
+            stats = self.state()
+            scale = self.scale()
+        else:
+            scale = (stats.scale if stats.scale is not None
+                     else _scale(stats.count, stats.mean, stats.sq_dev))
+        mean = stats.mean
         if stats.off_01 is None:
             return mean, scale
         indicator = stats.off_01 == 0.0  # where() against cached 0-dim constants: 4 ops fewer
