@@ -291,3 +291,16 @@ def test_a_stored_scale_is_the_one_its_round_computed_until_the_statistics_chang
     converted = moments.float()
     assert converted.scale().dtype == torch.float32
     assert torch.equal(converted.scale(), fresh(converted))
+
+
+def test_statistics_converted_under_inference_mode_still_scale():
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(3, 2), n_learners=2)
+    x = torch.randn(8, 3)
+    for _ in range(3):
+        booster.learn(x, torch.randn(8))
+    expected = booster.predict(x)
+    with torch.inference_mode():
+        booster.float()  # the float64 statistics become float32 inference tensors (no versions)
+    assert booster.standardizer.labels.mean.is_inference()
+    assert torch.allclose(booster.predict(x), expected, atol=1e-5)

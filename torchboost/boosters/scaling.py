@@ -169,7 +169,8 @@ class RunningMoments(nn.Module):
         self.sq_dev.copy_(stats.sq_dev)
         if self.off_01 is not None and stats.off_01 is not None:
             self.off_01.copy_(stats.off_01)
-        self._scale_memo = None if stats.scale is None else (*self._scale_key(), stats.scale)
+        key = self._scale_key()
+        self._scale_memo = None if stats.scale is None or key is None else (*key, stats.scale)
 
     def forget(self) -> None:
         """Back to no batch added: count 0, statistics of size 0."""
@@ -192,18 +193,19 @@ class RunningMoments(nn.Module):
         """The divisor of every column: its standard deviation, or 1 for a constant column
         (never write to it: while the statistics are those :meth:`commit` stored, it is the
         one a round computed with them, not computed again)."""
-        memo = self._scale_memo
-        if memo is not None:
-            tensors, versions, scale = memo
-            now, now_versions = self._scale_key()
-            if versions == now_versions and all(map(operator.is_, tensors, now)):
-                return scale
+        memo, key = self._scale_memo, self._scale_key()
+        if memo is not None and key is not None and memo[1] == key[1] and all(
+                map(operator.is_, memo[0], key[0])):
+            return memo[2]
         return _scale(self.count, self.mean, self.sq_dev)
 
-    def _scale_key(self) -> tuple[tuple[Tensor, ...], tuple[int, ...]]:
+    def _scale_key(self) -> tuple[tuple[Tensor, ...], tuple[int, ...]] | None:
         """The stored statistics' tensors and their version counters: any change to them (an
-        in-place write, ``load_state_dict``, a new tensor after ``.to()``) changes the key."""
+        in-place write, ``load_state_dict``, a new tensor after ``.to()``) changes the key
+        (``None`` for tensors made under ``torch.inference_mode()``, which keep no version)."""
         tensors = (self.count, self.mean, self.sq_dev)
+        if any(t.is_inference() for t in tensors):
+            return None
         return tensors, tuple(t._version for t in tensors)
 
     def shift_and_scale(self, stats: Moments | None = None) -> tuple[Tensor, Tensor]:
