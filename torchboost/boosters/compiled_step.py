@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import schedulefree
 import torch
@@ -103,43 +104,45 @@ class CompiledScheduleFreeStep:
 
     def _step(self, learners: WeakLearners, opt: torch.optim.Optimizer,
               before: list[Tensor]) -> None:
-        settings = [{k: v for k, v in group.items() if k != "params"}
-                    for group in opt.param_groups]
         params, grads, zs, squares, olds, scalars = [], [], [], [], [], []
+        counters = []  # every group's counters after the step, set once it has run
         position = 0
         for group in opt.param_groups:
-            group_scalars = None
+            group_scalars, after = _bookkeeping(group)
+            counters.append(after)
+            on_device = None
             for p in group["params"]:
                 position += 1
                 if p.grad is None:
                     continue
-                if group_scalars is None:
-                    group_scalars = _on_device(_bookkeeping(group), p)
+                if on_device is None:
+                    on_device = _on_device(group_scalars, p)
                 state = opt.state[p]
                 params.append(p), grads.append(p.grad), zs.append(state["z"])
                 squares.append(state["exp_avg_sq"]), olds.append(before[position - 1])
-                scalars.append(group_scalars)
-            if group_scalars is None:  # no gradient in this group: the package counts it
-                _bookkeeping(group)
-            group["k"] += 1
-        if not params:
-            return
-        if self._compiled is None:
-            self._compiled = OwnCompiled(_schedule_free_step)
-        limit = _square_limit(params[0].dtype)
-        try:
-            ratios, gradients, update = self._compiled(params, grads, zs, squares, olds,
-                                                       scalars, limit, MAX_RELATIVE_UPDATE)
-        except CompileFailed:  # torch cannot compile here: the package's step, guarded
-            for group, saved in zip(opt.param_groups, settings, strict=True):
-                group.update(saved)
-            with guard_step(learners, None, before):
-                opt.step()
-            return
-        owners = list(range(ratios.shape[1]))
-        require_finite(gradients, lambda: _raise_unbounded_gradient(ratios, limit, owners, 0))
-        every = [p for group in opt.param_groups for p in group["params"]]
-        require_finite(update, lambda: _raise_bad_step(every, [every], before, True, 0))
+                scalars.append(on_device)
+        if params:
+            if self._compiled is None:
+                self._compiled = OwnCompiled(_schedule_free_step)
+            limit = _square_limit(params[0].dtype)
+            try:
+                ratios, gradients, update = self._compiled(params, grads, zs, squares, olds,
+                                                           scalars, limit, MAX_RELATIVE_UPDATE)
+            except CompileFailed:  # torch cannot compile here: the package's step, guarded
+                with guard_step(learners, None, before):
+                    opt.step()
+                return
+            require_finite(gradients, lambda: _raise_unbounded_gradient(
+                ratios, limit, list(range(ratios.shape[1])), 0))
+            require_finite(update, lambda: _raise_bad_step(
+                _stepped(opt), [_stepped(opt)], before, True, 0))
+        for group, after in zip(opt.param_groups, counters, strict=True):
+            group.update(after)
+
+
+def _stepped(opt: torch.optim.Optimizer) -> list[Tensor]:
+    """Every parameter ``opt`` steps, in the order of its groups."""
+    return [p for group in opt.param_groups for p in group["params"]]
 
 
 def _applies(opt: torch.optim.Optimizer) -> bool:
@@ -166,25 +169,25 @@ def _applies(opt: torch.optim.Optimizer) -> bool:
 _DTYPES = (torch.float32, torch.float64)
 
 
-def _bookkeeping(group: dict) -> list[float]:
+def _bookkeeping(group: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
     """The package's arithmetic of one group before its tensor step (``AdamWScheduleFree.step``
-    up to ``ckp1``, with the group's ``scheduled_lr``, ``lr_max`` and ``weight_sum`` updated as
-    it updates them), as the compiled step's scalars: ``β2``, ``1 − β2``, the bias correction
-    ``1 − β2^(k+1)``, ``ε``, the weight decay, ``c_{k+1}``, ``y``'s step ``lr (β1 (1 − c_{k+1}) −
-    1)`` and ``lr`` (``k`` is advanced by the caller)."""
+    up to ``ckp1``): the compiled step's scalars — ``β2``, ``1 − β2``, the bias correction
+    ``1 − β2^(k+1)``, ``ε``, the weight decay, ``c_{k+1}``, ``y``'s step ``lr (β1 (1 − c_{k+1})
+    − 1)`` and ``lr`` — and the group's ``k``, ``scheduled_lr``, ``lr_max`` and ``weight_sum``
+    after the step, as the package sets them (the group is left as it is)."""
     k = group["k"]
     beta1, beta2 = group["betas"]
     warmup_steps = group["warmup_steps"]
     sched = (k + 1) / warmup_steps if k < warmup_steps else 1.0
     bias_correction2 = 1 - beta2 ** (k + 1)
     lr = group["lr"] * sched
-    group["scheduled_lr"] = lr
-    lr_max = group["lr_max"] = max(lr, group["lr_max"])
+    lr_max = max(lr, group["lr_max"])
     weight = ((k + 1) ** group["r"]) * (lr_max ** group["weight_lr_power"])
-    weight_sum = group["weight_sum"] = group["weight_sum"] + weight
+    weight_sum = group["weight_sum"] + weight
     ckp1 = weight / weight_sum if weight_sum != 0 else 0.0
-    return [beta2, 1 - beta2, bias_correction2, group["eps"], group["weight_decay"], ckp1,
-            lr * (beta1 * (1 - ckp1) - 1), lr]
+    scalars = [beta2, 1 - beta2, bias_correction2, group["eps"], group["weight_decay"], ckp1,
+               lr * (beta1 * (1 - ckp1) - 1), lr]
+    return scalars, {"k": k + 1, "scheduled_lr": lr, "lr_max": lr_max, "weight_sum": weight_sum}
 
 
 def _on_device(values: list[float], like: Tensor) -> Tensor:
