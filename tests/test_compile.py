@@ -1,7 +1,8 @@
-"""``compile=True``: a round's standardiser update and the stacked learners' schedule-free step
-with its guards run through ``torch.compile`` (torchboost/boosters/compiled_step.py,
-torchboost/boosters/scaling.py) and give the eager results, raise the eager errors and roll
-back as eagerly."""
+"""``compile=True``: a round's arithmetic runs through ``torch.compile`` as one function
+(torchboost/boosters/compiled_round.py), or where that does not apply the standardiser update and
+the stacked learners' schedule-free step with its guards apart (torchboost/boosters/
+compiled_step.py, torchboost/boosters/scaling.py), and gives the eager results, raises the eager
+errors and rolls back as eagerly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ import torch
 from boost_helpers import assert_identical, compiles
 from torch import nn
 
-from torchboost import SGB, DivergenceError, TwoLayerNet, WeakLearners
+from torchboost import (
+    OGB,
+    SGB,
+    ConvNet,
+    DivergenceError,
+    ResidualSGB,
+    TwoLayerNet,
+    WeakLearners,
+)
 
 
 def _pair(**kwargs):
@@ -56,6 +65,93 @@ def test_compiled_rounds_equal_eager_ones_at_the_defaults(chained):
     clone = copy.deepcopy(compiled)  # the compiled functions are not copied; the clone compiles
     assert clone.learners.compiled
     assert torch.allclose(clone.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
+
+
+def _fused(booster) -> bool:
+    """Whether the booster's rounds ran as one compiled function (compiled_round.py)."""
+    return booster._transaction._compiled_round._compiled is not None
+
+
+@compiles
+@pytest.mark.parametrize("build, labels", [
+    (lambda compile: SGB(lambda: TwoLayerNet(5, 4, 3), n_learners=3, loss="softmax",
+                         n_outputs=3, step="learned", compile=compile), "classes"),
+    (lambda compile: ResidualSGB(lambda: TwoLayerNet(5, 4), n_learners=3, loss="absolute",
+                                 compile=compile), "numbers"),
+    (lambda compile: OGB(lambda: TwoLayerNet(5, 4), n_learners=3, compile=compile), "numbers"),
+    (lambda compile: SGB(lambda: ConvNet(1, 8, 3, channels=2, kernel_size=3), n_learners=3,
+                         loss="softmax", n_outputs=3, compile=compile), "classes"),
+], ids=["newton-learned-step", "residual-sgb", "ogb", "convnet-vmap"])
+def test_the_whole_compiled_round_equals_the_eager_one(build, labels):
+    torch.manual_seed(0)
+    eager = build(False)
+    torch.manual_seed(0)
+    compiled = build(True)
+    compiled.load_state_dict(eager.state_dict())
+    g = torch.Generator().manual_seed(2)
+    image = any(isinstance(m, nn.Conv2d) for m in compiled.learners.engine.template.modules())
+    for _ in range(5):
+        x = (torch.randn(16, 1, 8, 8, generator=g) if image
+             else torch.randn(16, 5, generator=g) * 30 + 7)
+        y = (torch.randint(0, 3, (16,), generator=g) if labels == "classes"
+             else torch.randn(16, generator=g) * 1e3)
+        assert torch.allclose(compiled.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
+    assert _fused(compiled)
+    for a, b in zip(compiled.parameters(), eager.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+        assert a.grad.shape == a.shape and b.grad is not None  # as the backward left them
+    for a, b in zip(compiled.buffers(), eager.buffers(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-5)
+    assert _optimizer_state(compiled)[0] == _optimizer_state(eager)[0]
+
+
+@compiles
+@pytest.mark.parametrize("corrupt, message", [
+    (lambda engine: engine.stacked_params["3__bias"][1].fill_(float("inf")),
+     r"learner 1 diverged: its output h_i\(x\) is NaN or inf"),
+    (lambda engine: engine.stacked_params["3__weight"][2].fill_(1e10),
+     r"learner 2 diverged: its gradient is NaN, inf or too large to square"),
+    (lambda engine: [group.update(lr=1e30) for group in engine.optimizers[0].param_groups],
+     r"learner 0 diverged: the optimizer step changed its parameters by more than"),
+], ids=["check-1", "check-2", "checks-3-4"])
+def test_the_whole_compiled_round_raises_the_eager_errors_and_rolls_back(corrupt, message):
+    x, y = torch.randn(16, 5), torch.randn(16)
+    for compile in (False, True):
+        torch.manual_seed(0)
+        booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=4, standardize=False, step=0.5,
+                      compile=compile)
+        booster.learn(x, y), booster.learn(x, y)  # the first step creates the state eagerly
+        with torch.no_grad():
+            corrupt(booster.learners.engine)
+        before = copy.deepcopy(booster.state_dict())
+        with pytest.raises(DivergenceError, match=message):
+            booster.learn(x, y)
+        assert_identical(booster.state_dict(), before)
+        assert booster.rounds == 2 and _fused(booster) is compile
+
+
+@compiles
+@pytest.mark.parametrize("change", ["dropout", "hook", "global hook"])
+def test_the_round_compiles_whole_only_where_it_is_the_eager_one(change):
+    # a compiled Dropout draws other masks than the eager one; a hook runs the user's code
+    torch.manual_seed(0)
+    factory = ((lambda: nn.Sequential(nn.Linear(5, 4), nn.Dropout(0.1), nn.Linear(4, 1)))
+               if change == "dropout" else lambda: TwoLayerNet(5, 4))
+    booster = SGB(factory, n_learners=3, compile=True)
+    calls = []
+    if change == "hook":
+        booster.learners.engine.template[2].register_forward_hook(lambda *_: calls.append(1))
+    handle = (nn.modules.module.register_module_forward_hook(lambda *_: None)
+              if change == "global hook" else None)
+    try:
+        for _ in range(3):
+            booster.learn(torch.randn(8, 5), torch.randn(8))
+    finally:
+        if handle is not None:
+            handle.remove()
+    assert not _fused(booster)
+    assert booster._transaction._compiled_step._compiled is not None  # the step, compiled
+    assert (len(calls) >= 3) is (change == "hook")  # every round ran the user's hook
 
 
 class Scaled(nn.Module):
@@ -119,7 +215,7 @@ def test_a_changing_batch_size_compiles_once_more_not_every_round():
 
 
 def test_the_compiled_step_leaves_what_it_does_not_repeat_to_the_package():
-    from torchboost.boosters.compiled_step import _applies
+    from torchboost.boosters.compiled_step import applies as step_applies
 
     torch.manual_seed(0)
     for dtype, applies in ((torch.float32, True), (torch.bfloat16, False)):
@@ -127,9 +223,9 @@ def test_the_compiled_step_leaves_what_it_does_not_repeat_to_the_package():
         booster.learn(torch.randn(4, 3, dtype=dtype), torch.randn(4, dtype=dtype))
         opt = booster.learners.engine.optimizers[0]
         with booster.learners.learning_point():
-            assert _applies(opt) is applies
+            assert step_applies(opt) is applies
             handle = opt.register_step_post_hook(lambda *_: None)  # a user's hook: the package
-            assert not _applies(opt)
+            assert not step_applies(opt)
             handle.remove()
 
 
@@ -154,9 +250,12 @@ def test_where_torch_cannot_compile_the_round_runs_eagerly_and_says_so(monkeypat
     eager.learn(x, y), compiled.learn(x, y)  # the first round steps eagerly (state created)
     with pytest.warns(RuntimeWarning, match="could not compile") as said:
         assert torch.equal(compiled.learn(x, y), eager.learn(x, y))
-    assert sorted(str(w.message).split()[4] for w in said) == ["_prepare", "_schedule_free_step"]
+    # the whole round first, then its two parts apart
+    assert [str(w.message).split()[4] for w in said] == ["_round_body", "prepare",
+                                                           "schedule_free_step"]
     assert "(RuntimeError: no C++ compiler found); it runs eagerly" in str(said[0].message)
-    assert compiled._transaction._compiled_step._compiled.failed  # not tried again
+    assert compiled._transaction._compiled_round._compiled.failed  # not tried again
+    assert compiled._transaction._compiled_step._compiled.failed
     assert compiled.standardizer._compiled.failed
     for _ in range(2):  # said once; the same numbers as eager, bit for bit
         assert torch.equal(compiled.learn(x, y), eager.learn(x, y))

@@ -64,7 +64,9 @@ def test_a_compiled_round_reads_the_device_once():
     x, y = torch.randn(32, 10), torch.randn(32)
     ops, syncs = _cost(_small(compile=True), x, y)
     assert syncs == 1
-    assert ops <= 334  # the standardiser's update and the learners' step each one call
+    # 334 with the standardiser's update and the learners' step compiled apart; 215 with the
+    # round's arithmetic one compiled function (torchboost/boosters/compiled_round.py)
+    assert ops <= 215
 
 
 def test_a_stacked_round_costs_the_same_operations_for_any_number_of_learners():

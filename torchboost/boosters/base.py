@@ -26,6 +26,7 @@ its loss over a stream is progressive validation. Compute is counted in the SGB 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -331,22 +332,10 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         self._run_learners(self.learners.probe, x)  # mode="auto" settles before the round
         labels = z  # in the user's units, for :meth:`round_scores`
         with self._transaction(self, self.learners, self.stepping_learner()) as round_:
-            if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
-                x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
-                if not self.standardizer.started:  # the first batch sizes its buffers
-                    round_.on_rollback(self.standardizer.forget)
             # the learners this round trains run at their learning point (schedule-free:
             # :mod:`~torchboost.learners.averaging`), every other forward at the averaged weights
             with self.learners.learning_point(self.stepping_learner()):
-                plan = self.plan_round(x, z)
-                check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first,
-                            trained=round_.learners_had_state)
-                output_grad = self.learner_loss_grad(plan.h, plan.targets)
-                if plan.weights is not None:  # a per-output weighted loss: output by output
-                    output_grad = output_grad * plan.weights
-                if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
-                    output_grad = output_grad * (x.shape[0] / self._round_size)
-                round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
+                x, z, to_user_units, plan = self._train(x, z, round_)
                 checks.settle()  # every check of the round so far, read once
             self.after_step(plan.h, plan.partials, z)
             # the plain state set from here on is put back by the rollback actions (the
@@ -363,7 +352,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
                     self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
                                     self._stall_remedy())
             # before the commits: the map reads the label statistics of the earlier batches
-            prediction = self.bounded(plan.prediction if self.standardizer is None
+            prediction = self.bounded(plan.prediction if to_user_units is None
                                       else to_user_units(plan.prediction))
             counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
                                           weights=plan.weights)
@@ -376,6 +365,44 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
                 self.learners.step_schedules(plan.index, restore)
             self._set_plain(**counters, _round_labels=labels)
         return prediction
+
+    def _train(self, x: Tensor, z: Tensor, round_: RoundTransaction
+               ) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor] | None, Round]:
+        """The round's learning part, at the learning point: the standardised features and
+        labels, the map of predictions to the user's units (``None``: the identity), and the
+        plan, its checks stated and the learners stepped. One compiled call with
+        ``compile=True`` where it applies (:mod:`.compiled_round`), else step by step."""
+        compiled = round_.compiled_round(self)
+        trained = compiled(x, z) if compiled is not None else None
+        if trained is not None:
+            x, z, to_user_units, (h, partials, prediction, targets, weights) = trained
+            return x, z, to_user_units, Round(h, h, partials, prediction, targets, weights)
+        to_user_units = None
+        if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
+            x, z, to_user_units = self.standardizer.learn(x, z, self.sync)
+            if not self.standardizer.started:  # the first batch sizes its buffers
+                round_.on_rollback(self.standardizer.forget)
+        plan = self.plan_round(x, z)
+        check_round(plan.h, plan.partials, plan.targets, self.sync, first=plan.first,
+                    trained=round_.learners_had_state)
+        output_grad = self.learner_loss_grad(plan.h, plan.targets)
+        if plan.weights is not None:  # a per-output weighted loss: output by output
+            output_grad = output_grad * plan.weights
+        if self.sync is not None:  # the shard's share B_r / B of the global-batch mean
+            output_grad = output_grad * (x.shape[0] / self._round_size)
+        round_.step(self.learners, plan.outputs, output_grad, plan.index, self.sync)
+        return x, z, to_user_units, plan
+
+    def plain_round(self) -> bool:
+        """Whether the next round is :meth:`plan_round`'s over every learner, on one process,
+        with the container's forward and (standardised) the statistics sized: the round
+        ``compile=True`` compiles whole (:mod:`.compiled_round`)."""
+        kind = type(self)
+        return (kind.plan_round is Booster.plan_round
+                and kind._forward_learners is Prediction._forward_learners
+                and self.stepping_learner() is None and self.sync is None
+                and not self.learners.probe_pending
+                and (self.standardizer is None or self.standardizer.started))
 
     def stepping_learner(self) -> int | None:
         """The one learner the next round steps (its :class:`Round`'s ``index``), or ``None``

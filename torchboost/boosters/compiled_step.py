@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import schedulefree
 import torch
@@ -51,10 +51,11 @@ from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
-__all__ = ["CompiledScheduleFreeStep"]
+__all__ = ["CompiledScheduleFreeStep", "StepInputs", "applies", "schedule_free_step",
+           "set_counters", "state_step_checks", "step_inputs"]
 
 
-def _schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
+def schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
                         squares: list[Tensor], before: list[Tensor], scalars: list[Tensor],
                         gradient_limit: float, update_limit: float
                         ) -> tuple[Tensor, Tensor, Tensor]:
@@ -98,46 +99,85 @@ class CompiledScheduleFreeStep:
                 self._compiled is not None and self._compiled.failed):
             return None
         optimizers = learners.stepped_optimizers()
-        if len(optimizers) != 1 or not _applies(optimizers[0]):
+        if len(optimizers) != 1 or not applies(optimizers[0]):
             return None
         return partial(self._step, learners, optimizers[0], before)
 
     def _step(self, learners: WeakLearners, opt: torch.optim.Optimizer,
               before: list[Tensor]) -> None:
-        params, grads, zs, squares, olds, scalars = [], [], [], [], [], []
-        counters = []  # every group's counters after the step, set once it has run
-        position = 0
-        for group in opt.param_groups:
-            group_scalars, after = _bookkeeping(group)
-            counters.append(after)
-            on_device = None
-            for p in group["params"]:
-                position += 1
-                if p.grad is None:
-                    continue
-                if on_device is None:
-                    on_device = _on_device(group_scalars, p)
-                state = opt.state[p]
-                params.append(p), grads.append(p.grad), zs.append(state["z"])
-                squares.append(state["exp_avg_sq"]), olds.append(before[position - 1])
-                scalars.append(on_device)
-        if params:
+        inputs = step_inputs(opt, before)
+        if inputs.params:
             if self._compiled is None:
-                self._compiled = OwnCompiled(_schedule_free_step)
-            limit = _square_limit(params[0].dtype)
+                self._compiled = OwnCompiled(schedule_free_step)
+            limit = _square_limit(inputs.params[0].dtype)
             try:
-                ratios, gradients, update = self._compiled(params, grads, zs, squares, olds,
-                                                           scalars, limit, MAX_RELATIVE_UPDATE)
+                verdicts = self._compiled(inputs.params, inputs.grads, inputs.zs,
+                                          inputs.squares, inputs.before, inputs.scalars, limit,
+                                          MAX_RELATIVE_UPDATE)
             except CompileFailed:  # torch cannot compile here: the package's step, guarded
                 with guard_step(learners, None, before):
                     opt.step()
                 return
-            require_finite(gradients, lambda: _raise_unbounded_gradient(
-                ratios, limit, list(range(ratios.shape[1])), 0))
-            require_finite(update, lambda: _raise_bad_step(
-                _stepped(opt), [_stepped(opt)], before, True, 0))
-        for group, after in zip(opt.param_groups, counters, strict=True):
-            group.update(after)
+            state_step_checks(opt, before, limit, *verdicts)
+        set_counters(opt, inputs.counters)
+
+
+class StepInputs(NamedTuple):
+    """What :func:`schedule_free_step` takes of one optimizer, in the order of its groups: the
+    stepped parameters, their gradients, ``z`` and second moments, their copies from before the
+    round and each one's scalars (:func:`_bookkeeping`'s), and every group's counters after the
+    step (:func:`set_counters`)."""
+
+    params: list[Tensor]
+    grads: list[Tensor]
+    zs: list[Tensor]
+    squares: list[Tensor]
+    before: list[Tensor]
+    scalars: list[Tensor]
+    counters: list[dict[str, Any]]
+
+
+def step_inputs(opt: torch.optim.Optimizer, before: list[Tensor],
+                gradients: bool = True) -> StepInputs:
+    """:class:`StepInputs` of ``opt`` (one :func:`applies`): the parameters with a gradient,
+    or (``gradients=False``: the gradients are not computed yet, ``grads`` left empty) every
+    trainable one. ``before``: the copies of every parameter ``opt`` steps, in its order."""
+    inputs = StepInputs([], [], [], [], [], [], [])
+    position = 0
+    for group in opt.param_groups:
+        group_scalars, after = _bookkeeping(group)
+        inputs.counters.append(after)
+        on_device = None
+        for p in group["params"]:
+            position += 1
+            if (p.grad is None) if gradients else not p.requires_grad:
+                continue
+            if on_device is None:
+                on_device = _on_device(group_scalars, p)
+            state = opt.state[p]
+            inputs.params.append(p), inputs.zs.append(state["z"])
+            inputs.squares.append(state["exp_avg_sq"]), inputs.before.append(before[position - 1])
+            inputs.scalars.append(on_device)
+            if gradients:
+                inputs.grads.append(p.grad)
+    return inputs
+
+
+def state_step_checks(opt: torch.optim.Optimizer, before: list[Tensor], limit: float,
+                      ratios: Tensor, gradients: Tensor, update: Tensor) -> None:
+    """State :func:`schedule_free_step`'s verdicts of checks 2 and 3-4 with the eager
+    explainers of :func:`~torchboost.boosters.guards.guard_step` (the stacked learners'), in
+    its order."""
+    require_finite(gradients, lambda: _raise_unbounded_gradient(
+        ratios, limit, list(range(ratios.shape[1])), 0))
+    require_finite(update, lambda: _raise_bad_step(
+        _stepped(opt), [_stepped(opt)], before, True, 0))
+
+
+def set_counters(opt: torch.optim.Optimizer, counters: list[dict[str, Any]]) -> None:
+    """Set every group's counters after the step (:func:`step_inputs`'), once it has run."""
+    for group, after in zip(opt.param_groups, counters, strict=True):
+        group.update(after)
 
 
 def _stepped(opt: torch.optim.Optimizer) -> list[Tensor]:
@@ -145,8 +185,8 @@ def _stepped(opt: torch.optim.Optimizer) -> list[Tensor]:
     return [p for group in opt.param_groups for p in group["params"]]
 
 
-def _applies(opt: torch.optim.Optimizer) -> bool:
-    """Whether :func:`_schedule_free_step` is ``opt.step()`` now (module docstring)."""
+def applies(opt: torch.optim.Optimizer) -> bool:
+    """Whether :func:`schedule_free_step` is ``opt.step()`` now (module docstring)."""
     if type(opt) is not schedulefree.AdamWScheduleFree or opt._optimizer_step_pre_hooks \
             or opt._optimizer_step_post_hooks or _global_step_hooks():
         return False

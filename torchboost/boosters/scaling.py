@@ -46,7 +46,8 @@ from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
 from torchboost.scalars import scalar
 
-__all__ = ["CONSTANT_TOLERANCE", "Moments", "RunningMoments", "Standardizer"]
+__all__ = ["CONSTANT_TOLERANCE", "Moments", "Prepared", "RunningMoments", "Standardizer",
+           "prepare"]
 
 #: A feature whose running standard deviation is at most this times its mean's magnitude is
 #: treated as constant (only centred).
@@ -271,12 +272,17 @@ class Standardizer(nn.Module):
         prepared = None
         if self.compiled and sync is None and self.started:
             if self._compiled is None:
-                self._compiled = OwnCompiled(_prepare)
+                self._compiled = OwnCompiled(prepare)
             if not self._compiled.failed:
                 with contextlib.suppress(CompileFailed):  # torch cannot compile here: eagerly
                     prepared = self._compiled(self, x, z, sync)
-        x, z, self._pending, spread = (_prepare(self, x, z, sync) if prepared is None
-                                       else prepared)
+        return self.adopt(prepare(self, x, z, sync) if prepared is None else prepared)
+
+    def adopt(self, prepared: Prepared) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
+        """:meth:`learn`'s result from :func:`prepare`'s (computed here, or in
+        ``compile=True``'s round, :mod:`~torchboost.boosters.compiled_round`): the statistics
+        kept for :meth:`commit` and their check stated."""
+        x, z, self._pending, spread = prepared
         require_finite(spread, self._explain_overflow)
         return x, z, _identity if self.labels is None else self.outputs
 
@@ -333,13 +339,13 @@ class Standardizer(nn.Module):
         return _unscale(y, self.labels.mean, self.labels.scale())
 
 
-#: :func:`_prepare`'s result: the round's standardised features and labels, their pending
+#: :func:`prepare`'s result: the round's standardised features and labels, their pending
 #: statistics and the value stating the statistics did not overflow
-_Prepared = tuple[Tensor, Tensor, list[Moments], Tensor]
+Prepared = tuple[Tensor, Tensor, list[Moments], Tensor]
 
 
-def _prepare(standardizer: Standardizer, x: Tensor, z: Tensor,
-             sync: Synchronizer | None) -> _Prepared:
+def prepare(standardizer: Standardizer, x: Tensor, z: Tensor,
+            sync: Synchronizer | None) -> Prepared:
     """:meth:`Standardizer.learn`'s arithmetic: the statistics with the batch added, the batch
     standardised by them, and a value finite exactly when the statistics' squared deviations
     did not overflow float64, in the features' dtype (the round's other checks' dtype, no

@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from torchboost.boosters.compiled_round import CompiledRound, Trained
 from torchboost.boosters.compiled_step import CompiledScheduleFreeStep
 from torchboost.boosters.guards import guard_step
 from torchboost.distributed import Synchronizer
@@ -231,6 +232,8 @@ class RoundTransaction:
         self._rollbacks: list[Callable[[], None]] = []
         #: the learners' step with ``compile=True`` (:mod:`.compiled_step`)
         self._compiled_step = CompiledScheduleFreeStep()
+        #: the round's arithmetic with ``compile=True`` (:mod:`.compiled_round`)
+        self._compiled_round = CompiledRound()
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # a copy keeps its own buffer copies
@@ -284,6 +287,14 @@ class RoundTransaction:
         """Run ``action`` if the round raises, after the buffers are restored: for a change
         a buffer copy cannot undo (a buffer replaced by one of another size)."""
         self._rollbacks.append(action)
+
+    def compiled_round(self, booster: nn.Module) -> Callable[[Tensor, Tensor],
+                                                             Trained | None] | None:
+        """``booster``'s round, standardisation to step, as one compiled call where
+        ``compile=True`` and it applies (:class:`~.compiled_round.CompiledRound`), else
+        ``None``."""
+        return self._compiled_round.bound(booster, self._saved.parameters,
+                                          self.learners_had_state)
 
     def step(self, learners: WeakLearners, outputs: Tensor, output_grad: Tensor,
              index: int | None, sync: Synchronizer | None) -> None:

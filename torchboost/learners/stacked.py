@@ -177,6 +177,27 @@ class StackedEngine(nn.Module):
         with _TemplateGuard(self):
             return self._run(params, buffers, x, fast)
 
+    @property
+    def template(self) -> nn.Module:
+        """The learners' architecture (its tensors on the meta device, never used)."""
+        return self._template[0]
+
+    @property
+    def has_buffers(self) -> bool:
+        """Whether the learners hold buffers."""
+        return bool(self._buffer_names)
+
+    def named_stacked(self) -> dict[str, Tensor]:
+        """Every stacked parameter, named as in a learner (``"0.weight"``)."""
+        return self._stacked(self._n)[0]
+
+    def functional(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
+        """:meth:`forward` of every learner with ``params`` (:meth:`named_stacked`'s names) in
+        place of the stacked parameters: the same computation as a function of them, for
+        learners without buffers (``compile=True``'s round differentiates it,
+        :mod:`~torchboost.boosters.compiled_round`)."""
+        return self._run(params, {}, x, True)
+
     def _reset_template(self) -> None:
         """Put the template's own tensors back (:class:`_TemplateGuard`)."""
         template = self._template[0]
