@@ -17,12 +17,16 @@ transaction, the learning point, the checks read once, the book-keeping — stay
 the verdicts the function returns are stated with the eager explainers in the eager order, so
 a failing round raises the eager error and rolls back bitwise.
 
-It applies where the compiled function is the eager round (:meth:`CompiledRound.bound`): a
-booster whose round is :meth:`~torchboost.boosters.base.Booster.plan_round`'s (SGB and its
-variants, OGB, SingleLearner; not the multiclass boosters or StagewiseGB) on one process,
-stacked learners without buffers, hooks or random layers (a compiled Dropout draws other masks
-than the eager one), the schedule-free step :func:`~torchboost.boosters.compiled_step.applies`
-to with every parameter trainable, and (standardised boosters) once the first round has sized
+It applies where the compiled function is the eager round, and faster
+(:meth:`CompiledRound.bound`): a booster whose round is
+:meth:`~torchboost.boosters.base.Booster.plan_round`'s (SGB and its variants, OGB,
+SingleLearner; not the multiclass boosters or StagewiseGB) on one process, stacked learners on
+the direct GEMM path of :mod:`~torchboost.learners.stacked_sequential` (multi-layer
+perceptrons; a ``vmap``-ed convolution compiled made an MNIST round 22 % slower,
+``benchmarks/versions.py --compile``) without buffers, hooks or random layers (a compiled
+Dropout draws other masks than the eager one), the schedule-free step
+:func:`~torchboost.boosters.compiled_step.applies` to with every parameter trainable, and
+(standardised boosters) once the first round has sized
 the statistics. Elsewhere ``compile=True`` compiles the step and the standardiser apart
 (:mod:`~torchboost.boosters.compiled_step`). One difference is visible outside the round, as
 there: the parameters' ``.grad`` hold the gradients unscaled.
@@ -165,9 +169,10 @@ class CompiledRound:
 
 
 def _plain_learners(engine: StackedEngine) -> bool:
-    """Whether the stacked learners compute the same compiled as eagerly: no buffers, no
-    hooks (their own or global ones), no random layers."""
-    if engine.has_buffers or _global_module_hooks():
+    """Whether the stacked learners compute the same compiled as eagerly — no buffers, no
+    hooks (their own or global ones), no random layers — and faster: on the direct GEMM path
+    (a ``vmap``-ed convolution compiled made an MNIST round 22 % slower)."""
+    if not engine.direct or engine.has_buffers or _global_module_hooks():
         return False
     for module in engine.template.modules():
         if isinstance(module, nn.modules.dropout._DropoutNd) or any((

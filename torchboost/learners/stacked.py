@@ -187,6 +187,13 @@ class StackedEngine(nn.Module):
         """Whether the learners hold buffers."""
         return bool(self._buffer_names)
 
+    @property
+    def direct(self) -> bool:
+        """Whether :meth:`forward` takes the direct GEMM path
+        (:mod:`~torchboost.learners.stacked_sequential`; chained learners: for their stem),
+        not ``vmap``."""
+        return self._plan is not None or self._stem_plan is not None
+
     def named_stacked(self) -> dict[str, Tensor]:
         """Every stacked parameter, named as in a learner (``"0.weight"``)."""
         return self._stacked(self._n)[0]
