@@ -110,9 +110,11 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             class, or :func:`~torchboost.cosine_schedule` / :func:`~torchboost.decay_schedule`),
             one scheduler per optimizer of the learners, stepped once per successful round
             (:mod:`torchboost.learners.schedules`); its state is in ``state_dict``.
-        compile: run a round's standardiser update and the stacked learners' schedule-free
-            step with its guards through ``torch.compile``
-            (:mod:`~torchboost.boosters.compiled_step`): the same arithmetic in a few generated
+        compile: run a round's arithmetic — standardisation, the learners' forward and
+            backward, the targets and the schedule-free step with its guards — through
+            ``torch.compile`` as one function (:mod:`~torchboost.boosters.compiled_round`;
+            where that does not apply, the standardiser's update and the step apart,
+            :mod:`~torchboost.boosters.compiled_step`): the same arithmetic in a few generated
             kernels, compiled at the first rounds (seconds), so worth it for a long stream
             (``docs/results/throughput.md`` measures it). Default ``False``.
         standardize: scale-free training (default on): features, and regression labels, are

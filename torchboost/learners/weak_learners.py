@@ -48,11 +48,12 @@ class WeakLearners(StackingProbe, nn.Module):
             ``lr_fan_in / fan_in`` (see :class:`~torchboost.learners.optimizers.OptimizerSpec`;
             ``None``, the default: one rate for every parameter).
         compile: run the stacked learners' schedule-free step and its guards through
-            ``torch.compile`` (:mod:`~torchboost.boosters.compiled_step`; a booster's
-            ``compile=True`` compiles its standardiser too). Stacked mode only; off by default:
-            compiling takes seconds, paid back after a few thousand rounds
-            (``docs/results/throughput.md``). The forward and backward stay eager: compiled, they
-            were slower on a CPU. Results equal eager ones up to rounding.
+            ``torch.compile`` (:mod:`~torchboost.boosters.compiled_step`); a booster's round
+            compiles whole where it can, forward and backward included
+            (:mod:`~torchboost.boosters.compiled_round`: multi-layer perceptrons; a ``vmap``-ed
+            convolution was slower compiled). Stacked mode only; off by default: compiling
+            takes seconds, paid back after a few thousand rounds
+            (``docs/results/throughput.md``). Results equal eager ones up to rounding.
         lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
             class; :mod:`~torchboost.learners.schedules`), called for every optimizer; each
             scheduler steps right after its optimizer's step has succeeded
