@@ -42,8 +42,10 @@ def _optimizer_state(booster: SGB) -> tuple[list, list]:
 def test_compiled_rounds_equal_eager_ones_at_the_defaults(chained):
     # schedule-free AdamW at the default rate rule, standardised features and labels, an
     # averaging window (the weight sum capped after the step) and a schedule moving the rate
-    eager, compiled = _pair(chained=chained, averaging_window=3, lr_scheduler=lambda opt:
-                            torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5))
+    # and a stall window ending within the rounds (the monitor's sums from the compiled round)
+    eager, compiled = _pair(chained=chained, averaging_window=3, stall_window=40,
+                            lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(
+                                opt, step_size=2, gamma=0.5))
     assert compiled.learners.compiled and not eager.learners.compiled
     g = torch.Generator().manual_seed(1)
     for _ in range(6):
@@ -61,6 +63,10 @@ def test_compiled_rounds_equal_eager_ones_at_the_defaults(chained):
         assert a.keys() == b.keys() == {"z", "exp_avg_sq"}
         assert all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-5) for k in a)
     assert torch.allclose(compiled.predict(x), eager.predict(x), rtol=1e-5, atol=1e-3)
+    windows = compiled.stall.last_window, eager.stall.last_window
+    assert windows[0].keys() == windows[1].keys() == {"anytime", "constant"}
+    assert all(torch.allclose(windows[0][k], windows[1][k], rtol=1e-5) for k in windows[0])
+    assert compiled.stall.seen == eager.stall.seen == 96 and _fused(compiled)
     clone = copy.deepcopy(compiled)  # the compiled functions are not copied; the clone compiles
     assert clone.learners.compiled
     assert torch.allclose(clone.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)

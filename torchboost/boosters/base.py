@@ -76,6 +76,10 @@ class Round:
         targets, weights: each trained learner's target ``(k, B, m)`` and loss weights.
         first: index of the first trained learner (a stage of stagewise boosting).
         index: the one learner whose optimizer steps (``None``: all of them).
+        sums: what the round's book-keeping adds up (:meth:`_round_sums`) and the stall
+            monitor's (:meth:`~torchboost.boosters.stall.StallMonitor.batch_sums`), where the
+            round computed them (``compile=True``'s, :mod:`.compiled_round`); ``None``: the
+            book-keeping computes them.
     """
 
     outputs: Tensor
@@ -86,6 +90,7 @@ class Round:
     weights: Tensor | None = None
     first: int = 0
     index: int | None = None
+    sums: tuple[list[Tensor], list[Tensor] | None] | None = None
 
 
 class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterDiagnostics,
@@ -348,7 +353,8 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
                 round_.on_rollback(self.stall.restorer())
                 symptoms = self.stall.update(self.anytime_predictions(plan.partials), z,
                                              self.sync, self._round_size,
-                                             self.learners.parameters)
+                                             self.learners.parameters,
+                                             None if plan.sums is None else plan.sums[1])
                 if symptoms and not self.stall.warned:  # one warning; the hint reads the
                     # steps and the batch, so it is built only for the warning itself
                     self.stall.warn(symptoms, self._stall_hint() + self._scale_hint(x, z),
@@ -357,7 +363,8 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             prediction = self.bounded(plan.prediction if to_user_units is None
                                       else to_user_units(plan.prediction))
             counters = self._record_round(x, plan.h, plan.targets, z, first=plan.first,
-                                          weights=plan.weights)
+                                          weights=plan.weights,
+                                          sums=None if plan.sums is None else plan.sums[0])
             self._record_label_range(labels)
             if self.standardizer is not None:
                 self.standardizer.commit()
@@ -377,8 +384,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         compiled = round_.compiled_round(self)
         trained = compiled(x, z) if compiled is not None else None
         if trained is not None:
-            x, z, to_user_units, (h, partials, prediction, targets, weights) = trained
-            return x, z, to_user_units, Round(h, h, partials, prediction, targets, weights)
+            x, z, to_user_units, (h, partials, prediction, targets, weights, sums) = trained
+            return x, z, to_user_units, Round(h, h, partials, prediction, targets, weights,
+                                              sums=sums)
         to_user_units = None
         if self.standardizer is not None:  # scale-free units (:mod:`.scaling`)
             x, z, to_user_units = self.standardizer.learn(x, z, self.sync)

@@ -7,7 +7,9 @@ about 600 small operations (``benchmarks/round_cost.py``): the standardiser's up
 targets (:meth:`~torchboost.boosters.base.Booster.plan_round`), check 1's sum
 (:func:`~torchboost.boosters.guards.check_round`), the learners' loss gradient, autograd's
 backward and the schedule-free AdamW step with checks 2-4
-(:func:`~torchboost.boosters.compiled_step.schedule_free_step`). :func:`_round_body` is that
+(:func:`~torchboost.boosters.compiled_step.schedule_free_step`), then what the book-keeping
+and the stall monitor add up of the round (``Booster._round_sums``,
+:meth:`~torchboost.boosters.stall.StallMonitor.batch_sums`). :func:`_round_body` is that
 sequence, calling the very same functions: the backward is ``torch.func.vjp`` of the stacked
 learners' forward as a function of their parameters
 (:meth:`~torchboost.learners.stacked.StackedEngine.functional`) applied to the closed-form
@@ -64,18 +66,20 @@ __all__ = ["CompiledRound", "Trained"]
 
 #: what the compiled round gives the rest of the round: the standardised features and labels,
 #: the map of predictions to the user's units (``None``: the identity), and the learners'
-#: outputs, the partial sums, the prediction, the targets and their weights (a
-#: :class:`~torchboost.boosters.base.Round`'s)
+#: outputs, the partial sums, the prediction, the targets, their weights and the
+#: book-keeping's sums (a :class:`~torchboost.boosters.base.Round`'s)
 Trained = tuple[Tensor, Tensor, Callable[[Tensor], Tensor] | None,
-                tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]]
+                tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None, Any]]
 
 
 def _round_body(booster: nn.Module, names: list[str], params: list[Tensor],
                 zs: list[Tensor], squares: list[Tensor], before: list[Tensor],
-                scalars: list[Tensor], x: Tensor, z: Tensor, y0: Tensor,
+                scalars: list[Tensor], x: Tensor, z: Tensor, y0: Tensor, seen: Tensor,
                 gradient_limit: float) -> tuple[Any, ...]:
     """One round's arithmetic (module docstring) on checked features ``x`` and encoded labels
-    ``z``, the stacked ``params`` (named ``names``) at their learning point stepped in place."""
+    ``z``, the stacked ``params`` (named ``names``) at their learning point stepped in place,
+    and what the book-keeping and the stall monitor add up of it (``seen``: the examples the
+    monitor has seen, a tensor: a number would compile once per value)."""
     standardizer = booster.standardizer
     prepared = None
     if standardizer is not None:
@@ -98,8 +102,10 @@ def _round_body(booster: nn.Module, names: list[str], params: list[Tensor],
     grads = [named[name] for name in names]
     verdicts = schedule_free_step(params, grads, zs, squares, before, scalars, gradient_limit,
                                   MAX_RELATIVE_UPDATE)
+    sums = (booster._round_sums(h, targets, z, weights), None if booster.stall is None
+            else booster.stall.batch_sums(booster.anytime_predictions(partials), z, seen))
     return (prepared, h, partials, booster.combine(partials), targets, weights, finite, grads,
-            verdicts)
+            verdicts, sums)
 
 
 class CompiledRound:
@@ -146,11 +152,15 @@ class CompiledRound:
         if self._compiled is None:
             self._compiled = OwnCompiled(_round_body)
         try:  # without autograd around it (``vjp`` differentiates inside): no graph kept
+            stall = booster.stall
+            seen = torch.tensor(1.0 if stall is None else float(max(stall.seen, 1)),
+                                dtype=torch.float64)
             with torch.no_grad():
-                prepared, h, partials, prediction, targets, weights, finite, grads, verdicts = (
-                    self._compiled(booster, [names[id(p)] for p in inputs.params], inputs.params,
-                                   inputs.zs, inputs.squares, inputs.before, inputs.scalars, x,
-                                   z, booster.initial_prediction(x), limit))
+                (prepared, h, partials, prediction, targets, weights, finite, grads, verdicts,
+                 sums) = self._compiled(booster, [names[id(p)] for p in inputs.params],
+                                        inputs.params, inputs.zs, inputs.squares, inputs.before,
+                                        inputs.scalars, x, z, booster.initial_prediction(x),
+                                        seen, limit)
         except CompileFailed:  # raised before anything ran: the eager round instead
             return None
         to_user_units = None
@@ -165,7 +175,7 @@ class CompiledRound:
         set_counters(opt, inputs.counters)
         if booster.learners.averaging_window is not None:
             window_average([opt], booster.learners.averaging_window)
-        return x, z, to_user_units, (h, partials, prediction, targets, weights)
+        return x, z, to_user_units, (h, partials, prediction, targets, weights, sums)
 
 
 def _plain_learners(engine: StackedEngine) -> bool:

@@ -31,15 +31,12 @@ class RoundRecords:
             y0 = self.y0_fixed.to(x.dtype)
         return y0.expand(x.shape[0], self.out_dim)
 
-    def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
-                      first: int = 0, weights: Tensor | None = None) -> dict[str, Any]:
-        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``
-        (``weights``: those of the learners' losses, for the edges): the buffers' sums, and the
-        round's counters and fit returned, for the round to set last (plain attributes, which
-        its transaction does not restore). When distributed, the batch sums are all-reduced
-        (one call) and the counters advance by the global batch, so every rank holds the
-        single-process state."""
-        batch = x.shape[0] if self.sync is None else self._round_size
+    def _round_sums(self, h: Tensor, targets: Tensor, z: Tensor,
+                    weights: Tensor | None = None) -> list[Tensor]:
+        """What a round on learners' outputs ``h`` with ``targets`` (and their loss
+        ``weights``) and encoded labels ``z`` adds up for :meth:`_record_round`: every
+        learner's squared residual and (weighted) squared target summed over the batch, the
+        sum of the targets' norms and, with ``y0="mean"``, of the label statistic."""
         with torch.no_grad():
             residual = targets - h
             target_sq, residual_sq = targets * targets, residual * residual
@@ -52,6 +49,22 @@ class RoundRecords:
                     target_sq.sqrt().sum(-1)]
             if self.y0_mode == "mean":
                 sums.append(self.loss.target_statistic(z, self.out_dim).sum(0))
+        return sums
+
+    def _record_round(self, x: Tensor, h: Tensor, targets: Tensor, z: Tensor,
+                      first: int = 0, weights: Tensor | None = None,
+                      sums: list[Tensor] | None = None) -> dict[str, Any]:
+        """Book-keeping after a successful round of learners ``first..first+k`` on batch ``x``
+        (``weights``: those of the learners' losses, for the edges): the buffers' sums
+        (:meth:`_round_sums`, or ``sums`` where the round computed them), and the round's
+        counters and fit returned, for the round to set last (plain attributes, which its
+        transaction does not restore). When distributed, the batch sums are all-reduced (one
+        call) and the counters advance by the global batch, so every rank holds the
+        single-process state."""
+        batch = x.shape[0] if self.sync is None else self._round_size
+        if sums is None:
+            sums = self._round_sums(h, targets, z, weights)
+        with torch.no_grad():
             if self.sync is not None:
                 self.sync.sum_(sums)
             residual_sq, target_sq_sum, norm_sum = sums[:3]

@@ -135,21 +135,35 @@ class StallMonitor(nn.Module):
         self.held_out_rows = 0
 
     @torch.no_grad()
+    def batch_sums(self, partials: Tensor, z: Tensor,
+                   seen: Tensor | float | None) -> list[Tensor]:
+        """What :meth:`update` adds up of a batch: the label statistic's sum and, given the
+        examples ``seen`` before it (``None``: in the warm-up, that sum only), every partial
+        sum's and the best constant's summed loss."""
+        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0)]
+        if seen is not None:
+            mean = (self.statistic_sum / seen).to(partials.dtype)
+            constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
+            sums += [self._values(partials, z).sum(-1), self._values(constant, z).sum()]
+        return sums
+
+    @torch.no_grad()
     def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None,
                batch: int | None = None,
-               parameters: Callable[[], Iterable[Tensor]] | None = None) -> list[str]:
+               parameters: Callable[[], Iterable[Tensor]] | None = None,
+               sums: list[Tensor] | None = None) -> list[str]:
         """Add a round's partial sums ``(N + 1, B, m)`` before the update and its encoded labels
         (summed over the replicas' shards with ``sync``; ``batch`` is then the global batch
         size); at the end of a window, return the symptoms seen for the first time (else
         ``[]``). ``parameters`` returns the learners' parameters (read at the end of the
         warm-up and of each window, for ``learners_still``; without it that symptom is never
-        seen)."""
+        seen). ``sums``: :meth:`batch_sums` with ``seen`` the examples seen so far, where the
+        round computed them (in the warm-up only the first is added)."""
         first = self.seen < self.window  # the warm-up: the label statistics only
-        sums = [self.loss.target_statistic(z, partials.shape[-1]).sum(0)]
-        if not first:
-            mean = (self.statistic_sum / float(self.seen)).to(partials.dtype)
-            constant = self.loss.best_constant(mean).expand(z.shape[0], -1)
-            sums += [self._values(partials, z).sum(-1), self._values(constant, z).sum()]
+        if sums is None:
+            sums = self.batch_sums(partials, z, None if first else float(self.seen))
+        elif first:
+            sums = sums[:1]
         if sync is not None:  # summed in float64 (the buffers' dtype, to which they are added)
             sums = [s.double() for s in sums]
             sync.sum_(sums)
