@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CompileFailed", "OwnCompiled"]
+__all__ = ["CompileFailed", "CompiledOnce", "OwnCompiled"]
 
 
 class CompileFailed(RuntimeError):
@@ -66,3 +66,31 @@ def _compiler_errors() -> tuple[type[Exception], ...]:
     from torch._inductor.exc import InductorError
 
     return TorchDynamoException, InductorError
+
+
+class CompiledOnce:
+    """Holds :class:`OwnCompiled` of the class's :attr:`function`, made at its first use and
+    not copied: a compiled function does not pickle, so a copy compiles again."""
+
+    #: the function compiled (set by each subclass)
+    function: Callable[..., Any]
+
+    def __init__(self) -> None:
+        self._compiled: OwnCompiled | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    @property
+    def failed(self) -> bool:
+        """Whether torch could not compile it (then the caller's eager path runs)."""
+        return self._compiled is not None and self._compiled.failed
+
+    def compiled(self) -> OwnCompiled:
+        """The compiled function (compiled at its first call)."""
+        if self._compiled is None:
+            self._compiled = OwnCompiled(type(self).function)
+        return self._compiled

@@ -57,7 +57,7 @@ from torchboost.boosters.guards import (
     _square_limit,
 )
 from torchboost.boosters.scaling import prepare
-from torchboost.compiling import CompileFailed, OwnCompiled
+from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite
 from torchboost.learners.averaging import window_average
 from torchboost.learners.stacked import StackedEngine
@@ -108,18 +108,11 @@ def _round_body(booster: nn.Module, names: list[str], params: list[Tensor],
             verdicts, sums)
 
 
-class CompiledRound:
+class CompiledRound(CompiledOnce):
     """A booster's compiled round (module docstring); one per round transaction, compiled at
     its first call."""
 
-    def __init__(self) -> None:
-        self._compiled: OwnCompiled | None = None
-
-    def __getstate__(self) -> dict[str, object]:
-        return {}  # a compiled function does not pickle: the copy compiles again
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__()  # type: ignore[misc]
+    function = staticmethod(_round_body)
 
     def bound(self, booster: Any, before: list[Tensor],
               trained: Callable[[], bool]) -> Callable[[Tensor, Tensor], Trained | None] | None:
@@ -129,7 +122,7 @@ class CompiledRound:
         nothing has changed). ``before``: the stepped parameters' copies from before the round;
         ``trained``: whether the learners had stepped before it (check 1's explainer)."""
         learners = booster.learners
-        if not learners.compiled or (self._compiled is not None and self._compiled.failed):
+        if not learners.compiled or self.failed:
             return None
         engine = learners.engine
         if not (isinstance(engine, StackedEngine) and booster.plain_round()
@@ -149,15 +142,13 @@ class CompiledRound:
         inputs = step_inputs(opt, before, gradients=False)
         names = {id(p): name for name, p in params.items()}
         limit = _square_limit(x.dtype)
-        if self._compiled is None:
-            self._compiled = OwnCompiled(_round_body)
         try:  # without autograd around it (``vjp`` differentiates inside): no graph kept
             stall = booster.stall
             seen = torch.tensor(1.0 if stall is None else float(max(stall.seen, 1)),
                                 dtype=torch.float64)
             with torch.no_grad():
                 (prepared, h, partials, prediction, targets, weights, finite, grads, verdicts,
-                 sums) = self._compiled(booster, [names[id(p)] for p in inputs.params],
+                 sums) = self.compiled()(booster, [names[id(p)] for p in inputs.params],
                                         inputs.params, inputs.zs, inputs.squares, inputs.before,
                                         inputs.scalars, x, z, booster.initial_prediction(x),
                                         seen, limit)

@@ -46,7 +46,7 @@ from torchboost.boosters.guards import (
     _update_norm,
     guard_step,
 )
-from torchboost.compiling import CompileFailed, OwnCompiled
+from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
@@ -75,18 +75,11 @@ def schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tenso
                 within(_update_norm(params, before), update_limit))
 
 
-class CompiledScheduleFreeStep:
+class CompiledScheduleFreeStep(CompiledOnce):
     """The compiled, guarded step of stacked schedule-free learners (module docstring); one per
     round transaction, compiled at its first call."""
 
-    def __init__(self) -> None:
-        self._compiled: OwnCompiled | None = None
-
-    def __getstate__(self) -> dict[str, object]:
-        return {}  # a compiled function does not pickle: the copy compiles again
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__()  # type: ignore[misc]
+    function = staticmethod(schedule_free_step)
 
     def bound(self, learners: WeakLearners, index: int | None, sync: Synchronizer | None,
               before: list[Tensor]) -> Callable[[], None] | None:
@@ -95,8 +88,7 @@ class CompiledScheduleFreeStep:
         :func:`~torchboost.boosters.guards.guard_step`, when it is the one ``opt.step()``
         would take (module docstring); else ``None``. ``before``: the stepped parameters'
         copies from before the round (the round's transaction's)."""
-        if not learners.compiled or index is not None or sync is not None or (
-                self._compiled is not None and self._compiled.failed):
+        if not learners.compiled or index is not None or sync is not None or self.failed:
             return None
         optimizers = learners.stepped_optimizers()
         if len(optimizers) != 1 or not applies(optimizers[0]):
@@ -107,13 +99,11 @@ class CompiledScheduleFreeStep:
               before: list[Tensor]) -> None:
         inputs = step_inputs(opt, before)
         if inputs.params:
-            if self._compiled is None:
-                self._compiled = OwnCompiled(schedule_free_step)
             limit = _square_limit(inputs.params[0].dtype)
             try:
-                verdicts = self._compiled(inputs.params, inputs.grads, inputs.zs,
-                                          inputs.squares, inputs.before, inputs.scalars, limit,
-                                          MAX_RELATIVE_UPDATE)
+                verdicts = self.compiled()(inputs.params, inputs.grads, inputs.zs,
+                                           inputs.squares, inputs.before, inputs.scalars,
+                                           limit, MAX_RELATIVE_UPDATE)
             except CompileFailed:  # torch cannot compile here: the package's step, guarded
                 with guard_step(learners, None, before):
                     opt.step()
