@@ -72,6 +72,11 @@ def test_compiled_rounds_equal_eager_ones_at_the_defaults(chained):
     assert torch.allclose(clone.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
 
 
+def _layout(t: torch.Tensor) -> list[int]:
+    """``t``'s strides along its dimensions of more than one entry (the others never step)."""
+    return [stride for size, stride in zip(t.shape, t.stride(), strict=True) if size > 1]
+
+
 def _fused(booster) -> bool:
     """Whether the booster's rounds ran as one compiled function (compiled_round.py)."""
     return booster._transaction._compiled_round._compiled is not None
@@ -100,7 +105,7 @@ def test_the_whole_compiled_round_equals_the_eager_one(build, labels):
     assert _fused(compiled)
     for a, b in zip(compiled.parameters(), eager.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-        assert a.grad.shape == a.shape and b.grad is not None  # as the backward left them
+        assert _layout(a.grad) == _layout(a) == _layout(b.grad)  # as the backward lays it out
     for a, b in zip(compiled.buffers(), eager.buffers(), strict=True):
         assert torch.allclose(a, b, rtol=1e-5)
     assert _optimizer_state(compiled)[0] == _optimizer_state(eager)[0]
@@ -132,7 +137,8 @@ def test_the_whole_compiled_round_raises_the_eager_errors_and_rolls_back(corrupt
 
 
 @compiles
-@pytest.mark.parametrize("change", ["dropout", "hook", "global hook", "convolution"])
+@pytest.mark.parametrize("change", ["dropout", "hook", "container hook", "tensor hook",
+                                    "global hook", "convolution"])
 def test_the_round_compiles_whole_only_where_it_is_the_eager_one_and_faster(change):
     # a compiled Dropout draws other masks than the eager one; a hook runs the user's code; a
     # vmap-ed convolution was slower compiled
@@ -145,8 +151,13 @@ def test_the_round_compiles_whole_only_where_it_is_the_eager_one_and_faster(chan
         change, lambda: TwoLayerNet(5, 4))
     booster = SGB(factory, n_learners=3, compile=True)
     calls = []
-    if change == "hook":
+    if change == "hook":  # on a learner's layer
         booster.learners.engine.template[2].register_forward_hook(lambda *_: calls.append(1))
+    if change == "container hook":
+        booster.learners.register_forward_hook(lambda *_: calls.append(1))
+    if change == "tensor hook":  # gradient clipping, say
+        booster.learners.engine.stacked_params["1__weight"].register_hook(
+            lambda grad: calls.append(1))
     handle = (nn.modules.module.register_module_forward_hook(lambda *_: None)
               if change == "global hook" else None)
     try:
@@ -157,7 +168,8 @@ def test_the_round_compiles_whole_only_where_it_is_the_eager_one_and_faster(chan
             handle.remove()
     assert not _fused(booster)
     assert booster._transaction._compiled_step._compiled is not None  # the step, compiled
-    assert (len(calls) >= 3) is (change == "hook")  # every round ran the user's hook
+    assert (len(calls) >= 3) is ("hook" in change and change != "global hook")  # every round
+    # ran the user's hook
 
 
 class Scaled(nn.Module):

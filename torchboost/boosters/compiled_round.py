@@ -126,7 +126,7 @@ class CompiledRound(CompiledOnce):
             return None
         engine = learners.engine
         if not (isinstance(engine, StackedEngine) and booster.plain_round()
-                and _plain_learners(engine)):
+                and _plain_learners(learners, engine)):
             return None
         opt = engine.optimizers[0]
         if not applies(opt):
@@ -160,8 +160,9 @@ class CompiledRound(CompiledOnce):
         booster._check_width(h)
         require_finite(finite, lambda: _raise_bad_rows(_bad_rows(h, partials, targets), 0,
                                                        trained))
-        for p, grad in zip(inputs.params, grads, strict=True):
-            p.grad = grad  # as the backward leaves them
+        for p, grad in zip(inputs.params, grads, strict=True):  # as the backward leaves
+            # them: in the parameter's layout (autograd's gradient layout contract)
+            p.grad = grad if grad.stride() == p.stride() else torch.empty_like(p).copy_(grad)
         state_step_checks(opt, before, limit, *verdicts)
         set_counters(opt, inputs.counters)
         if booster.learners.averaging_window is not None:
@@ -169,18 +170,20 @@ class CompiledRound(CompiledOnce):
         return x, z, to_user_units, (h, partials, prediction, targets, weights, sums)
 
 
-def _plain_learners(engine: StackedEngine) -> bool:
+def _plain_learners(learners: nn.Module, engine: StackedEngine) -> bool:
     """Whether the stacked learners compute the same compiled as eagerly — no buffers, no
-    hooks (their own or global ones), no random layers — and faster: on the direct GEMM path
-    (a ``vmap``-ed convolution compiled made an MNIST round 22 % slower)."""
+    hooks (on the learners' modules, the container, its engine, the stacked parameters, or
+    every module), no random layers — and faster: on the direct GEMM path (a ``vmap``-ed
+    convolution compiled made an MNIST round 22 % slower)."""
     if not engine.direct or engine.has_buffers or _global_module_hooks():
         return False
-    for module in engine.template.modules():
+    for module in (*learners.modules(), *engine.template.modules()):
         if isinstance(module, nn.modules.dropout._DropoutNd) or any((
                 module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
                 module._backward_pre_hooks)):
             return False
-    return True
+    return not any(p._backward_hooks or p._post_accumulate_grad_hooks
+                   for p in learners.parameters())
 
 
 def _global_module_hooks() -> bool:
