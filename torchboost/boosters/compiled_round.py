@@ -31,7 +31,10 @@ Dropout draws other masks than the eager one), the schedule-free step
 (standardised boosters) once the first round has sized
 the statistics. Elsewhere ``compile=True`` compiles the step and the standardiser apart
 (:mod:`~torchboost.boosters.compiled_step`). One difference is visible outside the round, as
-there: the parameters' ``.grad`` hold the gradients unscaled.
+there: the parameters' ``.grad`` hold the gradients unscaled. A user's loss whose Python state
+changes at every call (a counter) makes torch compile the round again every round, up to its
+limit (``torch._dynamo.config.recompile_limit``), after which torch warns and runs it
+uncompiled, with the same results.
 """
 
 from __future__ import annotations
