@@ -52,6 +52,7 @@ from torchboost.boosters.compiled_step import (
     set_counters,
     state_step_checks,
     step_inputs,
+    values_on_device,
 )
 from torchboost.boosters.guards import (
     MAX_RELATIVE_UPDATE,
@@ -77,7 +78,7 @@ Trained = tuple[Tensor, Tensor, Callable[[Tensor], Tensor] | None,
 
 def _round_body(booster: nn.Module, names: list[str], params: list[Tensor],
                 zs: list[Tensor], squares: list[Tensor], before: list[Tensor],
-                scalars: list[Tensor], x: Tensor, z: Tensor, y0: Tensor, seen: Tensor,
+                scalars: list[Tensor], x: Tensor, z: Tensor, y0: Tensor, seen: Tensor | None,
                 gradient_limit: float) -> tuple[Any, ...]:
     """One round's arithmetic (module docstring) on checked features ``x`` and encoded labels
     ``z``, the stacked ``params`` (named ``names``) at their learning point stepped in place,
@@ -146,9 +147,11 @@ class CompiledRound(CompiledOnce):
         names = {id(p): name for name, p in params.items()}
         limit = _square_limit(x.dtype)
         try:  # without autograd around it (``vjp`` differentiates inside): no graph kept
+            # the monitor's count, (1,), on its device: torch's guards read the value of a
+            # 0-dim CPU tensor, a host read on a GPU
             stall = booster.stall
-            seen = torch.tensor(1.0 if stall is None else float(max(stall.seen, 1)),
-                                dtype=torch.float64)
+            seen = (None if stall is None
+                    else values_on_device([float(max(stall.seen, 1))], stall.statistic_sum))
             with torch.no_grad():
                 (prepared, h, partials, prediction, targets, weights, finite, grads, verdicts,
                  sums) = self.compiled()(booster, [names[id(p)] for p in inputs.params],

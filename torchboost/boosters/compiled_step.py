@@ -52,7 +52,7 @@ from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
 __all__ = ["CompiledScheduleFreeStep", "StepInputs", "applies", "schedule_free_step",
-           "set_counters", "state_step_checks", "step_inputs"]
+           "set_counters", "state_step_checks", "step_inputs", "values_on_device"]
 
 
 def schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
@@ -143,7 +143,7 @@ def step_inputs(opt: torch.optim.Optimizer, before: list[Tensor],
             if (p.grad is None) if gradients else not p.requires_grad:
                 continue
             if on_device is None:
-                on_device = _on_device(group_scalars, p)
+                on_device = values_on_device(group_scalars, p)
             state = opt.state[p]
             inputs.params.append(p), inputs.zs.append(state["z"])
             inputs.squares.append(state["exp_avg_sq"]), inputs.before.append(before[position - 1])
@@ -220,7 +220,7 @@ def _bookkeeping(group: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
     return scalars, {"k": k + 1, "scheduled_lr": lr, "lr_max": lr_max, "weight_sum": weight_sum}
 
 
-def _on_device(values: list[float], like: Tensor) -> Tensor:
+def values_on_device(values: list[float], like: Tensor) -> Tensor:
     """``values`` as a tensor of ``like``'s dtype and device; to a CUDA device from pinned
     memory, queued on the stream (a plain copy from host memory would wait for the device:
     a host sync every round)."""
