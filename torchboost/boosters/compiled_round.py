@@ -83,7 +83,8 @@ def _round_body(booster: nn.Module, names: list[str], params: list[Tensor],
     """One round's arithmetic (module docstring) on checked features ``x`` and encoded labels
     ``z``, the stacked ``params`` (named ``names``) at their learning point stepped in place,
     and what the book-keeping and the stall monitor add up of it (``seen``: the examples the
-    monitor has seen, a tensor: a number would compile once per value)."""
+    monitor has seen, a 1-element tensor, as a number would compile once per value; ``None``
+    without a monitor)."""
     standardizer = booster.standardizer
     prepared = None
     if standardizer is not None:
@@ -146,12 +147,12 @@ class CompiledRound(CompiledOnce):
         inputs = step_inputs(opt, before, gradients=False)
         names = {id(p): name for name, p in params.items()}
         limit = _square_limit(x.dtype)
+        # the monitor's count, (1,), on its device: torch's guards read the value of a 0-dim
+        # CPU tensor, a host read on a GPU
+        stall = booster.stall
+        seen = (None if stall is None
+                else values_on_device([float(max(stall.seen, 1))], stall.statistic_sum))
         try:  # without autograd around it (``vjp`` differentiates inside): no graph kept
-            # the monitor's count, (1,), on its device: torch's guards read the value of a
-            # 0-dim CPU tensor, a host read on a GPU
-            stall = booster.stall
-            seen = (None if stall is None
-                    else values_on_device([float(max(stall.seen, 1))], stall.statistic_sum))
             with torch.no_grad():
                 (prepared, h, partials, prediction, targets, weights, finite, grads, verdicts,
                  sums) = self.compiled()(booster, [names[id(p)] for p in inputs.params],
