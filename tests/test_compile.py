@@ -217,6 +217,15 @@ def test_compile_needs_the_stacked_mode():
         WeakLearners(lambda: torch.nn.Linear(2, 1), 2, compile="yes")  # type: ignore[arg-type]
 
 
+def test_a_booster_checks_compile_and_takes_it_from_built_learners():
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        SGB(WeakLearners(lambda: TwoLayerNet(3, 2), 2), compile="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="built already, not compiled: pass compile=True"):
+        SGB(WeakLearners(lambda: TwoLayerNet(3, 2), 2), compile=True)
+    booster = SGB(WeakLearners(lambda: TwoLayerNet(3, 2), 2, compile=True))
+    assert booster.learners.compiled and booster.standardizer.compiled  # the whole round
+
+
 @compiles
 def test_a_changing_batch_size_compiles_once_more_not_every_round():
     from torch._dynamo.utils import counters

@@ -182,6 +182,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         lr_output_scale = positive_float("lr_output_scale", lr_output_scale)
         self.loss = get_loss(loss)
         self.out_dim = self.loss.output_dim(positive_int("n_outputs", n_outputs))
+        compile = flag("compile", compile)
         if flag("chained", chained) and not self.chains_learners:
             raise ValueError(f"{type(self).__name__} does not chain its learners: chained=True "
                              "is for SGB and its variants and StagewiseGB")
@@ -197,6 +198,9 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             if chained and not learners.chained:
                 raise ValueError("these WeakLearners are built already, unchained: pass "
                                  "chained=True to WeakLearners(...) instead of the booster")
+            if compile and not learners.compiled:
+                raise ValueError("these WeakLearners are built already, not compiled: pass "
+                                 "compile=True to WeakLearners(...) instead of the booster")
             self.learners = learners
         else:
             rule = with_default_lr({"optimizer": optimizer, "optimizer_kwargs": optimizer_kwargs}
@@ -227,7 +231,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
         #: ``None`` (``standardize=False``): the user's units
         self.standardize = flag("standardize", standardize)
         self.standardizer: Standardizer | None = (
-            Standardizer(targets=not self.loss.is_classifier, compiled=compile)
+            Standardizer(targets=not self.loss.is_classifier, compiled=self.learners.compiled)
             if self.standardize else None)
         #: examples in the current round's (global) batch
         self._round_size = 0
