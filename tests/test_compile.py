@@ -283,7 +283,7 @@ def test_where_torch_cannot_compile_the_round_runs_eagerly_and_says_so(monkeypat
     assert "(RuntimeError: no C++ compiler found); it runs eagerly" in str(said[0].message)
     assert compiled._transaction._compiled_round._compiled.failed  # not tried again
     assert compiled._transaction._compiled_step._compiled.failed
-    assert compiled.standardizer._compiled.failed
+    assert compiled.standardizer._prepare.failed
     for _ in range(2):  # said once; the same numbers as eager, bit for bit
         assert torch.equal(compiled.learn(x, y), eager.learn(x, y))
     assert_identical(compiled.state_dict(), eager.state_dict())

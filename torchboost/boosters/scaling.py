@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from torchboost.compiling import CompileFailed, OwnCompiled
+from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
 from torchboost.scalars import scalar
@@ -254,14 +254,10 @@ class Standardizer(nn.Module):
         self.labels = RunningMoments() if targets else None
         self._pending: list[Moments] = []
         self.compiled = compiled
-        self._compiled: OwnCompiled | None = None
+        self._prepare = _CompiledPrepare()
 
-    def __getstate__(self) -> dict[str, Any]:
-        # a compiled function does not pickle: the copy compiles again at its first round
-        return {**super().__getstate__(), "_compiled": None}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__({"compiled": False, "_compiled": None} | state)
+    def __setstate__(self, state: dict[str, Any]) -> None:  # pickled before compile=True
+        super().__setstate__({"compiled": False, "_prepare": _CompiledPrepare()} | state)
 
     def learn(self, x: Tensor, z: Tensor,
               sync: Synchronizer | None) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
@@ -270,12 +266,9 @@ class Standardizer(nn.Module):
         standardised predictions to the user's units with the label statistics of the earlier
         batches (0 before any label): the stored ones, so it must run before :meth:`commit`."""
         prepared = None
-        if self.compiled and sync is None and self.started:
-            if self._compiled is None:
-                self._compiled = OwnCompiled(prepare)
-            if not self._compiled.failed:
-                with contextlib.suppress(CompileFailed):  # torch cannot compile here: eagerly
-                    prepared = self._compiled(self, x, z, sync)
+        if self.compiled and sync is None and self.started and not self._prepare.failed:
+            with contextlib.suppress(CompileFailed):  # torch cannot compile here: eagerly
+                prepared = self._prepare.compiled()(self, x, z, sync)
         return self.adopt(prepare(self, x, z, sync) if prepared is None else prepared)
 
     def adopt(self, prepared: Prepared) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
@@ -361,6 +354,12 @@ def prepare(standardizer: Standardizer, x: Tensor, z: Tensor,
         z = _standardize(z, *standardizer.labels.shift_and_scale(labels))
         total = total + labels.sq_dev.sum()
     return x, z, pending, (total * scalar(2.0 ** -1020, total)).to(x.dtype)
+
+
+class _CompiledPrepare(CompiledOnce):
+    """:func:`prepare` compiled, a :class:`Standardizer`'s own (``compiled=True``)."""
+
+    function = staticmethod(prepare)
 
 
 def _std(count: Tensor, sq_dev: Tensor) -> Tensor:
