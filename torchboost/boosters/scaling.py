@@ -107,24 +107,23 @@ class RunningMoments(nn.Module):
     @torch.no_grad()
     def updated(self, values: Tensor, sync: Synchronizer | None = None) -> Moments:
         """The statistics after adding a batch, leaving the buffers as they are
-        (:meth:`commit` stores them). The batch's deviations from a shift ``c`` — the running
-        mean ``m`` rounded to the values' dtype, or the first batch's own (global) mean — are
-        taken in the values' dtype (the difference of nearby numbers is exact) and summed in
-        float64 (in float32 deviations of 1e18 squared overflow for a batch of 256 and would
-        leave inf statistics for good): with ``s1``, ``s2`` their sum and sum of squares over
-        ``n`` rows and ``e = c − m``, the deviations from ``m`` sum to ``s1 + n e`` and their
-        squares to ``s2 + 2 e s1 + n e²``, which Chan et al.'s update adds."""
+        (:meth:`commit` stores them). The batch's deviations from the running mean ``m`` (or,
+        for the first batch, from its own global mean) are taken and summed in float64: the
+        values convert to float64 exactly, so the deviations keep every digit the values have,
+        and their squares do not overflow (in float32, deviations of 1e18 squared overflow for a
+        batch of 256 and would leave inf statistics for good). With ``s1``, ``s2`` their sum and
+        sum of squares over ``n`` rows, Chan et al.'s update gives the count ``T = c + n``, the
+        mean ``m + s1 / T`` and the squared deviations ``M + s2 − s1² / T``."""
         dims = [0, *range(2, values.ndim)]
         size = values.numel() / max(values.shape[1], 1)  # rows (× positions), a float
         off_01 = None
         if self.off_01 is not None:
-            # Σ |v (v − 1)|: 0 exactly when every value is 0 or 1 (3× cheaper than counting)
-            off_01 = (values * (values - scalar(1.0, values))).abs().sum(dims,
-                                                                          dtype=torch.float64)
+            # Σ |v (v − 1)| = Σ |v − v²|: 0 exactly when every value is 0 or 1 (a sum of terms
+            # ≥ 0, so it is 0 only when each is, in any dtype; 3× cheaper than counting)
+            off_01 = torch.addcmul(values, values, values, value=-1).abs_().sum(dims)
             if sync is not None:
                 sync.sum_([off_01])
-            if self.started:
-                off_01 = off_01 + self.off_01
+            off_01 = off_01 + self.off_01 if self.started else off_01.double()
         # the batch size as a tensor only to be summed over the replicas
         n = (torch.full((1,), size, dtype=torch.float64, device=values.device)
              if sync is not None else None)
@@ -139,19 +138,15 @@ class RunningMoments(nn.Module):
             count, sq_dev = mean.new_zeros(()), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
-        shift = mean.to(values.dtype)
-        deviations = (values - (shift if values.ndim == 2 else _per_column(shift, values.ndim))
-                      ).double()
+        deviations = values.double() - (mean if values.ndim == 2
+                                        else _per_column(mean, values.ndim))
         s1 = deviations.sum(dims)
-        s2 = (deviations * deviations).sum(dims)
+        s2 = deviations.square_().sum(dims)
         if n is not None:
             sync.sum_([s1, s2, n])
-        batch = size if n is None else n[0]
-        error = shift.double() - mean  # the shift's rounding
-        s2 = s2 + error * (s1 + s1) + error * error * batch
-        s1 = s1 + error * batch
-        total = count + batch
-        mean, sq_dev = mean + s1 / total, sq_dev + s2 - s1 * s1 / total
+        total = count + (size if n is None else n[0])
+        shift = s1 / total
+        mean, sq_dev = mean + shift, torch.addcmul(sq_dev + s2, s1, shift, value=-1)
         return Moments(total, mean, sq_dev, off_01, _scale(total, mean, sq_dev))
 
     @property
