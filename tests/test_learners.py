@@ -10,7 +10,7 @@ import torch
 from boost_helpers import regression_stream
 from torch import nn
 
-from torchboost import SGB, TwoLayerNet, WeakLearners
+from torchboost import SGB, ConvNet, TwoLayerNet, WeakLearners
 from torchboost.learners import BoundedOutput
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
 
@@ -200,15 +200,27 @@ def test_cuda_learners_match_cpu(mode):
     [
         lambda: TwoLayerNet(6, 5),
         lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 4, bias=False), nn.Tanh(),
-                              nn.Sequential(nn.Linear(4, 3), nn.GELU()), nn.Linear(3, 2)),
+                              nn.Sequential(nn.Linear(4, 3), nn.GELU()), nn.Linear(3, 2),
+                              nn.Flatten()),
+        lambda: ConvNet(in_channels=2, image_size=7, out_features=3, channels=2, kernel_size=3),
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(3, 2, 2, stride=2, bias=False, dilation=1), nn.Tanh(),
+                              nn.Flatten(), nn.Linear(18, 4), nn.Sigmoid(), nn.Linear(4, 2)),
+        lambda: nn.Sequential(nn.Conv1d(2, 3, 3, padding="same"), nn.SiLU()),
     ],
-    ids=["two_layer", "deep_nested"],
+    ids=["two_layer", "deep_nested", "convnet", "two_convolutions", "convolution_out"],
 )
 def test_sequential_fast_path_equals_vmap(factory):
+    """The direct path (one GEMM or convolution for every learner's first layer, a grouped
+    convolution after it, a batched product per later Linear) equals vmap's, values and
+    gradients, all learners and the first two."""
+    torch.manual_seed(0)
     learners = WeakLearners(factory, 4, mode="stacked")
     engine = learners.engine
     assert engine._plan is not None
-    x = torch.randn(9, 6)
+    convolutional = isinstance(engine.template[0], nn.Conv1d | nn.Conv2d)
+    x = (torch.randn(9, 2, 7, 7) if isinstance(engine.template[0], nn.Conv2d)
+         else torch.randn(9, 2, 6) if convolutional else torch.randn(9, 6))
     fast, reference = engine(x, 4), engine(x, 4, fast=False)
     assert torch.allclose(fast, reference, atol=1e-6)
     grads = [torch.autograd.grad(out.square().sum(), list(engine.stacked_params.values()))
@@ -239,7 +251,23 @@ def test_fast_path_not_used_when_randomness_would_be_shared():
     from torchboost.learners.stacked_sequential import sequential_plan
     assert sequential_plan(nn.Sequential(nn.Dropout(0.1), nn.Linear(3, 1))) is None
     assert sequential_plan(nn.Sequential(nn.Linear(3, 1), nn.Dropout(0.1))) is not None
-    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 1, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Dropout(0.1), nn.Conv1d(1, 1, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 1, 1), nn.Dropout(0.1))) is not None
+
+
+def test_fast_path_takes_only_the_layers_it_writes():
+    """Grouped or non-zero-padded convolutions, a convolution after a Linear or a Flatten, and
+    a Linear on a convolution's unflattened output are left to vmap."""
+    from torchboost.learners.stacked_sequential import sequential_plan
+    assert sequential_plan(nn.Sequential(nn.Conv2d(2, 2, 1, groups=2))) is None
+    assert sequential_plan(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1,
+                                                   padding_mode="reflect"))) is None
+    assert sequential_plan(nn.Sequential(nn.Linear(4, 4), nn.Conv1d(1, 1, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Flatten(),
+                                         nn.Conv1d(1, 1, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Linear(3, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Flatten(),
+                                         nn.Linear(6, 1))) is not None
 
 
 def test_loading_a_live_state_dict_does_not_share_optimizer_moments():

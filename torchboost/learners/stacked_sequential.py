@@ -1,26 +1,48 @@
-"""A faster stacked evaluation for plain ``nn.Sequential`` multi-layer perceptrons.
+"""A faster stacked evaluation for plain ``nn.Sequential`` multi-layer perceptrons and
+convolutional networks.
 
 ``vmap`` turns a first ``nn.Linear`` on a shared input into N small batched matmuls. When every
-learner is a plain ``nn.Sequential`` of ``Flatten``, ``Linear`` and elementwise layers, the same
-computation is written directly: the first layer of all N learners is ONE ``(B, d) × (d, N·h)``
-GEMM (the input is shared), later layers are one ``baddbmm`` each. The result is identical to
-``vmap(functional_call(...))`` up to floating-point rounding (tested), and elementwise layers such
-as ``Dropout`` act on the stacked ``(N, B, h)`` tensor, so each learner draws its own mask.
+learner is a plain ``nn.Sequential`` of ``Flatten``, ``Linear``, convolutions and elementwise
+layers, the same computation is written directly: the first layer of all N learners is ONE
+``(B, d) × (d, N·h)`` GEMM, or ONE convolution with N times the output channels (the input is
+shared), a convolution after it one grouped convolution (``groups=N``), later ``Linear`` layers
+one ``baddbmm`` each. The result is identical to ``vmap(functional_call(...))`` up to
+floating-point rounding (tested), and elementwise layers such as ``Dropout`` act on the stacked
+tensor, so each learner draws its own mask.
+
+For the paper's MNIST learner (:class:`~torchboost.learners.modules.ConvNet`) this writes
+what ``vmap`` does less well: the bias in the convolution (``vmap`` adds it afterwards, on a
+permuted layout) and the activations in one contiguous ``(B, N·C, H, W)`` tensor
+(``benchmarks/round_cost.py``'s ``mnist`` shape).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
-__all__ = ["ELEMENTWISE_LAYERS", "SequentialPlan", "hidden_major", "hidden_major_prefix",
-           "is_plain_flatten", "sequential_plan"]
+__all__ = ["CONVOLUTIONS", "ELEMENTWISE_LAYERS", "SequentialPlan", "hidden_major",
+           "hidden_major_prefix", "is_plain_flatten", "sequential_plan", "stacked_linear",
+           "stacked_sequential"]
 
 #: layers that act on each entry (or draw a mask per entry): they keep a stacked layout
 ELEMENTWISE_LAYERS = (nn.Identity, nn.Sigmoid, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.ELU,
                       nn.SiLU, nn.Softplus, nn.Dropout)
 
 SequentialPlan = list[tuple[str, nn.Module]]
+
+#: the convolutions the direct path evaluates, and their functional form
+CONVOLUTIONS = {nn.Conv1d: functional.conv1d, nn.Conv2d: functional.conv2d,
+                nn.Conv3d: functional.conv3d}
+
+
+def _is_plain_convolution(module: nn.Module) -> bool:
+    """A convolution of every input channel (``groups=1``) padded with zeros."""
+    return (type(module) in CONVOLUTIONS and module.groups == 1
+            and module.padding_mode == "zeros")
 
 
 def _layers(module: nn.Module, prefix: str) -> SequentialPlan | None:
@@ -32,8 +54,8 @@ def _layers(module: nn.Module, prefix: str) -> SequentialPlan | None:
                 return None
             plan.extend(sub)
         return plan
-    if type(module) is nn.Linear or is_plain_flatten(module) or isinstance(module,
-                                                                          ELEMENTWISE_LAYERS):
+    if (type(module) is nn.Linear or _is_plain_convolution(module) or is_plain_flatten(module)
+            or isinstance(module, ELEMENTWISE_LAYERS)):
         return [(prefix, module)]
     return None
 
@@ -46,19 +68,29 @@ def is_plain_flatten(module: nn.Module) -> bool:
 def sequential_plan(template: nn.Module) -> SequentialPlan | None:
     """The layer list of ``template`` if the fast path applies to it, else ``None``.
 
-    It applies to (nested) plain ``nn.Sequential`` modules made of ``Flatten()``, ``nn.Linear``
-    and elementwise activations/Dropout, where nothing but ``Flatten`` precedes the first
-    ``Linear`` (so that every random layer acts per learner).
+    It applies to (nested) plain ``nn.Sequential`` modules made of ``Flatten()``, ``nn.Linear``,
+    convolutions (``groups=1``, zero padding) and elementwise activations/Dropout, where nothing
+    but ``Flatten`` precedes the first ``Linear`` or convolution (so that every random layer acts
+    per learner), convolutions come before every ``Linear`` and a ``Flatten`` comes between them.
     """
     plan = _layers(template, "")
     if plan is None:
         return None
+    weighted, flat = False, True  # a Linear or convolution seen; the features are 1-D
     for _, layer in plan:
-        if isinstance(layer, nn.Linear):
-            return plan
-        if not isinstance(layer, nn.Flatten):
+        if isinstance(layer, nn.Flatten):
+            flat = True
+        elif isinstance(layer, nn.Linear):
+            if not flat:
+                return None
+            weighted = True
+        elif type(layer) in CONVOLUTIONS:
+            if weighted and flat:  # after a Linear or a Flatten
+                return None
+            weighted, flat = True, False
+        elif not weighted:
             return None
-    return None
+    return plan if weighted else None
 
 
 def hidden_major_prefix(plan: SequentialPlan) -> str | None:
@@ -69,7 +101,7 @@ def hidden_major_prefix(plan: SequentialPlan) -> str | None:
     one-column matrix products."""
     linears = [(i, prefix) for i, (prefix, layer) in enumerate(plan)
                if isinstance(layer, nn.Linear)]
-    if len(linears) < 2:
+    if len(linears) < 2 or any(type(layer) in CONVOLUTIONS for _, layer in plan):
         return None
     (first, prefix), (second, _) = linears[:2]
     if plan[second][1].out_features != 1 or not all(
@@ -84,22 +116,78 @@ def hidden_major(stacked: Tensor) -> Tensor:
     return stacked.transpose(0, 1).contiguous().transpose(0, 1)
 
 
+def stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """Every learner's ``Linear`` on its own features: ``features (k, B, F)`` (any strides),
+    ``weight (k, O, F)``, ``bias (k, O)`` → ``(k, B, O)``, computed as ``weight · featuresᵀ``,
+    the few outputs ``O`` on the rows, and differentiated likewise (:class:`_StackedLinear`):
+    the batched products with ``O`` as their columns, as ``baddbmm(bias, features, weightᵀ)``
+    and its autograd take them, ran 3-5× slower on a CPU (``ConvNet``'s head, ``O = 10``), and
+    their gradients came back in layouts that needed copies. Compiled (``compile=True``), the
+    products are the compiler's to lay out: the plain form."""
+    differentiated = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (features, weight, bias))
+    if differentiated and not torch.compiler.is_compiling():
+        return _StackedLinear.apply(features, weight, bias)
+    return _stacked_linear(features, weight, bias)
+
+
+def _stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    transposed = features.transpose(1, 2)
+    out = (torch.baddbmm(bias.unsqueeze(2), weight, transposed) if bias is not None
+           else torch.bmm(weight, transposed))
+    return out.transpose(1, 2).contiguous()
+
+
+class _StackedLinear(torch.autograd.Function):
+    """:func:`stacked_linear` with its gradients ``grad · weight`` (features), ``gradᵀ ·
+    features`` (weight) and ``Σ_B grad`` (bias), each one batched product in the layout it
+    needs."""
+
+    @staticmethod
+    def forward(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        return _stacked_linear(features, weight, bias)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor, Tensor | None],
+                      output: Tensor) -> None:
+        features, weight, _ = inputs
+        ctx.save_for_backward(features, weight)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        features, weight = ctx.saved_tensors
+        wants = ctx.needs_input_grad
+        return (torch.bmm(grad, weight) if wants[0] else None,
+                torch.bmm(grad.transpose(1, 2), features) if wants[1] else None,
+                grad.sum(1) if wants[2] else None)
+
+
 def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tensor) -> Tensor:
     """Evaluate k stacked learners (``params`` are ``(k, ...)`` slices) on the shared ``x``.
 
-    Up to the first ``Linear`` the activations are shared, ``(B, ...)``. That layer is one
-    ``addmm`` whose output stays *wide*, ``(B, k·h)``, so the following elementwise layers run on
-    one contiguous tensor exactly as in a single wide network. Its columns are learner-major
-    (``i·h + j``), or hidden-major (``j·k + i``) when its weight is stored so
-    (:func:`hidden_major`). The next ``Linear`` switches to the stacked layout ``(k, B, h)`` and
-    a ``baddbmm``; with one output on hidden-major columns it is a product and a sum instead.
+    Up to the first ``Linear`` or convolution the activations are shared, ``(B, ...)``. That
+    layer is one ``addmm`` (one convolution with k times the output channels) whose output stays
+    *wide*, ``(B, k·h)`` (``(B, k·C, ...)``), so the following elementwise layers run on one
+    contiguous tensor exactly as in a single wide network; a further convolution is one grouped
+    convolution on it, a ``Flatten`` keeps it wide, ``(B, k·C·H·W)``, learner by learner. Its
+    columns are learner-major (``i·h + j``), or hidden-major (``j·k + i``) when the first
+    ``Linear``'s weight is stored so (:func:`hidden_major`). The next ``Linear`` switches to the
+    stacked layout ``(k, B, h)`` and a ``baddbmm``; with one output on hidden-major columns it
+    is a product and a sum instead.
     """
-    h, width = x, 0  # width > 0: wide layout (B, k*width); -1: stacked layout (k, B, h)
+    h, width = x, 0  # width > 0: wide layout (B, k*width, ...); -1: stacked layout (k, B, h)
     k = next(iter(params.values())).shape[0]
     by_hidden = False  # the wide columns are hidden-major
     for prefix, layer in plan:
         if isinstance(layer, nn.Flatten):
-            h = h.flatten(1)
+            h = h.flatten(2) if width < 0 else h.flatten(1)
+            width = h.shape[1] // k if width > 0 else width
+        elif type(layer) in CONVOLUTIONS:  # shared input: k·C channels; wide: k groups
+            weight, bias = params[prefix + "weight"], params.get(prefix + "bias")
+            h = CONVOLUTIONS[type(layer)](
+                h, weight.flatten(0, 1), bias.flatten() if bias is not None else None,
+                layer.stride, layer.padding, layer.dilation, 1 if width == 0 else k)
+            width = weight.shape[1]
         elif isinstance(layer, nn.Linear):
             weight, bias = params[prefix + "weight"], params.get(prefix + "bias")
             if width == 0:  # shared input: one GEMM for all learners
@@ -119,9 +207,7 @@ def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tenso
             if width > 0:
                 h = (h.view(h.shape[0], width, k).permute(2, 0, 1) if by_hidden
                      else h.view(h.shape[0], k, width).transpose(0, 1))
-            transposed = weight.transpose(1, 2)
-            h = torch.baddbmm(bias.unsqueeze(1), h, transposed) if bias is not None else h.bmm(
-                transposed)
+            h = stacked_linear(h, weight, bias)
             width = -1
         else:
             h = layer(h)
@@ -129,4 +215,4 @@ def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tenso
         return h
     if by_hidden:
         return h.view(h.shape[0], width, k).permute(2, 0, 1)
-    return h.view(h.shape[0], k, width).transpose(0, 1)
+    return h.view(h.shape[0], k, width, *h.shape[2:]).transpose(0, 1)
