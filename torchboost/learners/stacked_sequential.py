@@ -139,9 +139,8 @@ def _stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Te
 
 
 class _StackedLinear(torch.autograd.Function):
-    """:func:`stacked_linear` with its gradients ``grad · weight`` (features), ``gradᵀ ·
-    features`` (weight) and ``Σ_B grad`` (bias), each one batched product in the layout it
-    needs."""
+    """:func:`stacked_linear` with its gradients ``grad · weight`` (features, in their layout),
+    ``gradᵀ · features`` (weight) and ``Σ_B grad`` (bias), each one batched product."""
 
     @staticmethod
     def forward(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -157,7 +156,9 @@ class _StackedLinear(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         features, weight = ctx.saved_tensors
         wants = ctx.needs_input_grad
-        return (torch.bmm(grad, weight) if wants[0] else None,
+        # the features' gradient in their own layout (a transposed view of the wide layer):
+        # autograd then hands it to that layer without a copy
+        return (torch.bmm(grad, weight, out=torch.empty_like(features)) if wants[0] else None,
                 torch.bmm(grad.transpose(1, 2), features) if wants[1] else None,
                 grad.sum(1) if wants[2] else None)
 
