@@ -24,8 +24,8 @@ It applies where the compiled function is the eager round, and faster
 :meth:`~torchboost.boosters.base.Booster.plan_round`'s (SGB and its variants, OGB,
 SingleLearner; not the multiclass boosters or StagewiseGB) on one process, stacked learners on
 the direct GEMM path of :mod:`~torchboost.learners.stacked_sequential` (multi-layer
-perceptrons; a ``vmap``-ed convolution compiled made an MNIST round 22 % slower,
-``benchmarks/versions.py --compile``) without buffers, hooks or random layers (a compiled
+perceptrons; convolutions compiled whole were slower through ``vmap`` and no faster on the
+direct path, :func:`_plain_learners`) without buffers, hooks or random layers (a compiled
 Dropout draws other masks than the eager one), the schedule-free step
 :func:`~torchboost.boosters.compiled_step.applies` to with every parameter trainable, and
 (standardised boosters) once the first round has sized
@@ -65,6 +65,7 @@ from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite
 from torchboost.learners.averaging import window_average
 from torchboost.learners.stacked import StackedEngine
+from torchboost.learners.stacked_sequential import CONVOLUTIONS
 
 __all__ = ["CompiledRound", "Trained"]
 
@@ -180,9 +181,13 @@ class CompiledRound(CompiledOnce):
 def _plain_learners(learners: nn.Module, engine: StackedEngine) -> bool:
     """Whether the stacked learners compute the same compiled as eagerly — no buffers, no
     hooks (on the learners' modules, the container, its engine, the stacked parameters, or
-    every module), no random layers — and faster: on the direct GEMM path (a ``vmap``-ed
-    convolution compiled made an MNIST round 22 % slower)."""
-    if not engine.direct or engine.has_buffers or _global_module_hooks():
+    every module), no random layers — and faster: multi-layer perceptrons on the direct GEMM
+    path. Not convolutions: through ``vmap`` an MNIST round compiled whole was 22 % slower than
+    with the step compiled apart; on the direct path no faster beyond the noise (0.98 by the
+    median of alternating windows, 1.25 by the fastest, ``benchmarks/versions.py --compile``)
+    and 17 s to compile, not 6 s."""
+    if (not engine.direct or engine.has_buffers or _global_module_hooks()
+            or any(type(module) in CONVOLUTIONS for module in engine.template.modules())):
         return False
     for module in (*learners.modules(), *engine.template.modules()):
         if isinstance(module, nn.modules.dropout._DropoutNd) or any((
