@@ -9,7 +9,8 @@ stagewise GB's, the single learner's 1). No input checks, guards, optimizer or d
 branch remain, so ``torch.export.export`` (with a dynamic batch dimension),
 ``torch.compile(fullgraph=True)`` and ``torch.onnx.export`` go through, and an exported program
 or ONNX file loads without torchboost. Stacked learners stay one batched computation (the direct
-GEMM path of plain ``nn.Sequential`` MLPs, else ``vmap`` of the learner); chained learners
+path of plain ``nn.Sequential`` MLPs and convolutional networks, else ``vmap`` of the
+learner); chained learners
 (:mod:`~torchboost.learners.chained`) run one after another, each given the previous one's
 features; learners run in ``eval()`` mode, as in ``predict``.
 

@@ -8,7 +8,8 @@ cached, and an example costs ``i − 1`` prediction units for them. The learners
 learner's optimizer; run one by one, the frozen ones cost ``i − 1`` module calls per batch.
 
 :class:`FrozenPrefix` computes the same ``i − 1`` predictions in one call of a
-:class:`~torchboost.learners.StackedEngine` (one GEMM per layer for plain MLPs,
+:class:`~torchboost.learners.StackedEngine` (one GEMM or convolution per layer for plain
+``nn.Sequential`` networks,
 :mod:`~torchboost.learners.stacked_sequential`; ``vmap`` otherwise). Only the stacked *layout* is
 kept between calls: the stacked tensors are refilled from the learners' current parameters on
 every call (one ``torch.stack`` per parameter name), so loading a state, restoring a stage's best

@@ -169,7 +169,7 @@ class StackedEngine(nn.Module):
     def forward(self, x: Tensor, n_learners: int, fast: bool = True) -> Tensor:
         """Outputs of the first ``n_learners`` learners, stacked: ``(n_learners, B, ...)``.
 
-        Plain ``nn.Sequential`` MLPs take the direct GEMM path of
+        Plain ``nn.Sequential`` MLPs and convolutional networks take the direct path of
         :mod:`~torchboost.learners.stacked_sequential` unless ``fast=False``; everything else,
         and that path's reference, is ``vmap(functional_call(template, ...))``.
         """
@@ -189,7 +189,7 @@ class StackedEngine(nn.Module):
 
     @property
     def direct(self) -> bool:
-        """Whether :meth:`forward` takes the direct GEMM path
+        """Whether :meth:`forward` takes the direct path
         (:mod:`~torchboost.learners.stacked_sequential`; chained learners: for their stem),
         not ``vmap``."""
         return self._plan is not None or self._stem_plan is not None
