@@ -94,6 +94,20 @@ def test_chained_cost_rows_compare_the_chain_with_stacked_and_loop(monkeypatch):
 
 
 
+def test_stacked_linear_rows_time_both_forms_of_every_head(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import stacked_linear
+
+    monkeypatch.setattr(stacked_linear, "SHAPES", [(2, 3, 4, 2)])
+    try:
+        (row,) = stacked_linear.measure("cpu", 0.01, 1)
+    finally:
+        for name in ("stacked_linear", "common"):
+            sys.modules.pop(name, None)
+    assert row["entries"] == 24 and row["plain_us"] > 0 and row["transposed_us"] > 0
+    assert row["transposed_over_plain"] == pytest.approx(row["transposed_us"] / row["plain_us"])
+
+
 def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import importlib

@@ -207,8 +207,10 @@ def test_cuda_learners_match_cpu(mode):
                               nn.Conv2d(3, 2, 2, stride=2, bias=False, dilation=1), nn.Tanh(),
                               nn.Flatten(), nn.Linear(18, 4), nn.Sigmoid(), nn.Linear(4, 2)),
         lambda: nn.Sequential(nn.Conv1d(2, 3, 3, padding="same"), nn.SiLU()),
+        lambda: ConvNet(),  # the head's features past TRANSPOSED_FROM: its own gradients
     ],
-    ids=["two_layer", "deep_nested", "convnet", "two_convolutions", "convolution_out"],
+    ids=["two_layer", "deep_nested", "convnet", "two_convolutions", "convolution_out",
+         "mnist_convnet"],
 )
 def test_sequential_fast_path_equals_vmap(factory):
     """The direct path (one GEMM or convolution for every learner's first layer, a grouped
@@ -218,9 +220,11 @@ def test_sequential_fast_path_equals_vmap(factory):
     learners = WeakLearners(factory, 4, mode="stacked")
     engine = learners.engine
     assert engine._plan is not None
-    convolutional = isinstance(engine.template[0], nn.Conv1d | nn.Conv2d)
-    x = (torch.randn(9, 2, 7, 7) if isinstance(engine.template[0], nn.Conv2d)
-         else torch.randn(9, 2, 6) if convolutional else torch.randn(9, 6))
+    first = engine.template[0]
+    x = (torch.randn(16, first.in_channels, 28, 28) if isinstance(first, nn.Conv2d)
+         and first.in_channels == 1 else torch.randn(9, 2, 7, 7)
+         if isinstance(first, nn.Conv2d) else torch.randn(9, 2, 6)
+         if isinstance(first, nn.Conv1d) else torch.randn(9, 6))
     fast, reference = engine(x, 4), engine(x, 4, fast=False)
     assert torch.allclose(fast, reference, atol=1e-6)
     grads = [torch.autograd.grad(out.square().sum(), list(engine.stacked_params.values()))
@@ -228,6 +232,34 @@ def test_sequential_fast_path_equals_vmap(factory):
     for g_fast, g_ref in zip(*grads, strict=True):
         assert torch.allclose(g_fast, g_ref, atol=1e-5)
     assert torch.allclose(engine(x, 2), reference[:2], atol=1e-6)  # anytime slices
+
+
+def test_large_stacked_heads_take_their_own_gradients_and_equal_the_plain_product():
+    """Features of at least TRANSPOSED_FROM entries (a transposed view of a wide layer) go
+    through ``weight · featuresᵀ`` and its own backward: the same values and gradients as
+    ``baddbmm(bias, features, weightᵀ)`` under autograd, the features' gradient laid out as
+    the features are."""
+    from torchboost.learners.stacked_sequential import TRANSPOSED_FROM, stacked_linear
+    torch.manual_seed(0)
+    k, batch, width = 4, 64, 160
+    assert k * batch * width >= TRANSPOSED_FROM
+    wide = torch.randn(batch, k * width, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(k, 3, width, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(k, 3, dtype=torch.float64, requires_grad=True)
+    features = wide.view(batch, k, width).transpose(0, 1)
+    grad = torch.randn(k, batch, 3, dtype=torch.float64)
+    out = stacked_linear(features, weight, bias)
+    assert out.grad_fn.name() == "_StackedLinearBackward"
+    reference = torch.baddbmm(bias.unsqueeze(1), features, weight.transpose(1, 2))
+    torch.testing.assert_close(out, reference)
+    got = torch.autograd.grad(out, (features, weight, bias), grad)
+    expected = torch.autograd.grad(reference, (features, weight, bias), grad)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e)
+    assert got[0].stride() == features.stride()
+    with torch.no_grad():
+        torch.testing.assert_close(stacked_linear(features, weight, bias), reference)
+        assert stacked_linear(features[:, :4, :8], weight[..., :8], None).grad_fn is None
 
 
 def test_one_output_mlps_store_their_first_layer_hidden_major():

@@ -116,17 +116,30 @@ def hidden_major(stacked: Tensor) -> Tensor:
     return stacked.transpose(0, 1).contiguous().transpose(0, 1)
 
 
+#: the features' size (``k·B·F`` entries) from which :func:`stacked_linear` computes
+#: ``weight · featuresᵀ`` with its own gradients: below it, the Python of a custom autograd
+#: function costs more than the layouts save (``python benchmarks/stacked_linear.py``)
+TRANSPOSED_FROM = 2**15
+
+
 def stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """Every learner's ``Linear`` on its own features: ``features (k, B, F)`` (any strides),
-    ``weight (k, O, F)``, ``bias (k, O)`` → ``(k, B, O)``, computed as ``weight · featuresᵀ``,
-    the few outputs ``O`` on the rows, and differentiated likewise (:class:`_StackedLinear`):
-    the batched products with ``O`` as their columns, as ``baddbmm(bias, features, weightᵀ)``
-    and its autograd take them, ran 3-5× slower on a CPU (``ConvNet``'s head, ``O = 10``), and
-    their gradients came back in layouts that needed copies. Compiled (``compile=True``), the
-    products are the compiler's to lay out: the plain form."""
+    ``weight (k, O, F)``, ``bias (k, O)`` → ``(k, B, O)``.
+
+    Large features (at least :data:`TRANSPOSED_FROM` entries) are computed as
+    ``weight · featuresᵀ``, the few outputs ``O`` on the rows, and differentiated likewise
+    (:class:`_StackedLinear`): as ``baddbmm(bias, features, weightᵀ)``, ``O`` the columns, the
+    products and their autograd ran 1.5-3× slower on a CPU (``ConvNet``'s head: 8 learners,
+    720 features, 10 outputs), the features' gradient coming back in a layout that needed a
+    copy. Small ones, and every one compiled (the compiler lays the products out), take
+    ``baddbmm(bias, features, weightᵀ)``."""
+    if features.numel() < TRANSPOSED_FROM or torch.compiler.is_compiling():
+        transposed = weight.transpose(1, 2)
+        return (torch.baddbmm(bias.unsqueeze(1), features, transposed) if bias is not None
+                else features.bmm(transposed))
     differentiated = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (features, weight, bias))
-    if differentiated and not torch.compiler.is_compiling():
+    if differentiated:
         return _StackedLinear.apply(features, weight, bias)
     return _stacked_linear(features, weight, bias)
 
@@ -139,8 +152,13 @@ def _stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Te
 
 
 class _StackedLinear(torch.autograd.Function):
-    """:func:`stacked_linear` with its gradients ``grad · weight`` (features, in their layout),
-    ``gradᵀ · features`` (weight) and ``Σ_B grad`` (bias), each one batched product."""
+    """:func:`stacked_linear` of large features with its gradients ``grad · weight`` (features,
+    in their layout), ``gradᵀ · features`` (weight) and ``Σ_B grad`` (bias), each one batched
+    product. Written into a transposed layout on a CPU, the first runs learner by learner
+    inside torch's kernel (three view operations each, counted by torch.profiler: a ConvNet
+    round's 645 operations at N = 8 are 1,149 at N = 64), and still beat the contiguous product
+    and autograd's copy to the layer's layout: an MNIST round 1.13× as long with them
+    (``benchmarks/versions.py``)."""
 
     @staticmethod
     def forward(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
