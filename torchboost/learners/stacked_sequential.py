@@ -129,10 +129,10 @@ def stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Ten
     Large features (at least :data:`TRANSPOSED_FROM` entries) are computed as
     ``weight · featuresᵀ``, the few outputs ``O`` on the rows, and differentiated likewise
     (:class:`_StackedLinear`): as ``baddbmm(bias, features, weightᵀ)``, ``O`` the columns, the
-    products and their autograd ran 1.5-3× slower on a CPU (``ConvNet``'s head: 8 learners,
-    720 features, 10 outputs), the features' gradient coming back in a layout that needed a
-    copy. Small ones, and every one compiled (the compiler lays the products out), take
-    ``baddbmm(bias, features, weightᵀ)``."""
+    products and their autograd took 2.4× as long on a CPU (``ConvNet``'s head: 8 learners,
+    720 features, 10 outputs; 1.7× for 64 learners, ``benchmarks/stacked_linear.py``), the
+    features' gradient coming back in a layout that needed a copy. Small ones, and every one
+    compiled (the compiler lays the products out), take ``baddbmm(bias, features, weightᵀ)``."""
     if features.numel() < TRANSPOSED_FROM or torch.compiler.is_compiling():
         transposed = weight.transpose(1, 2)
         return (torch.baddbmm(bias.unsqueeze(1), features, transposed) if bias is not None
