@@ -12,10 +12,9 @@ chain costs on top of a stacked round, and what stacking saves against the chain
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from common import BATCH, HIDDEN, IN_FEATURES, interleaved, timing_arguments, write_timings
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved, run_timing
 from torch import nn
 
 from torchboost import SGB, ConvNet, TwoLayerNet
@@ -62,11 +61,5 @@ def measure(device: str, min_seconds: float, repeats: int,
     return rows
 
 
-def main() -> None:
-    args = timing_arguments(__doc__.splitlines()[0], Path(__file__).with_name(
-        "chained_cost.json"), seconds=3.0)
-    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats))
-
-
 if __name__ == "__main__":
-    main()
+    run_timing(__doc__, __file__, 3.0, measure)

@@ -67,3 +67,12 @@ def write_timings(out: Path, device: str, rows: list[dict], **extra: Any) -> Non
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 
+
+def run_timing(doc: str, script: str, seconds: float,
+               measure: Callable[[str, float, int], list[dict]], **extra: Any) -> None:
+    """A timing benchmark's ``main``: its :func:`timing_arguments` (described by the first line
+    of ``doc``, writing ``<script's name>.json`` beside it by default), ``measure(device,
+    seconds, repeats)``'s rows written by :func:`write_timings` with ``extra``."""
+    args = timing_arguments(doc.splitlines()[0], Path(script).with_suffix(".json"), seconds)
+    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats),
+                  **extra)

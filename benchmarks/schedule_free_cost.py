@@ -14,10 +14,8 @@ step). The target is ``default / adam <= 1.15``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
-from common import BATCH, HIDDEN, IN_FEATURES, interleaved, timing_arguments, write_timings
+from common import BATCH, HIDDEN, IN_FEATURES, interleaved, run_timing
 
 from torchboost import SGB, TwoLayerNet
 
@@ -65,12 +63,5 @@ def measure(device: str, min_seconds: float, repeats: int) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    args = timing_arguments(__doc__.splitlines()[0], Path(__file__).with_name(
-        "schedule_free_cost.json"), seconds=4.0)
-    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats),
-                  target="default_over_adam <= 1.15")
-
-
 if __name__ == "__main__":
-    main()
+    run_timing(__doc__, __file__, 4.0, measure, target="default_over_adam <= 1.15")

@@ -13,10 +13,9 @@ alternating windows. The ``ConvNet`` head is ``k = 8, B = 64, F = 720, O = 10``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from common import interleaved, timing_arguments, write_timings
+from common import interleaved, run_timing
 
 from torchboost.learners.stacked_sequential import _StackedLinear
 
@@ -63,12 +62,6 @@ def measure(device: str, min_seconds: float, repeats: int) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    args = timing_arguments(__doc__.splitlines()[0], Path(__file__).with_name(
-        "stacked_linear.json"), seconds=3.0)
-    write_timings(args.out, args.device, measure(args.device, args.seconds, args.repeats),
-                  target="transposed_over_plain < 1 from TRANSPOSED_FROM entries on")
-
-
 if __name__ == "__main__":
-    main()
+    run_timing(__doc__, __file__, 3.0, measure,
+               target="transposed_over_plain < 1 from TRANSPOSED_FROM entries on")
