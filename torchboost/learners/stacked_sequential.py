@@ -132,8 +132,10 @@ def stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Ten
     products and their autograd took 2.4× as long on a CPU (``ConvNet``'s head: 8 learners,
     720 features, 10 outputs; 1.7× for 64 learners, ``benchmarks/stacked_linear.py``), the
     features' gradient coming back in a layout that needed a copy. Small ones, and every one
-    compiled (the compiler lays the products out), take ``baddbmm(bias, features, weightᵀ)``."""
-    if features.numel() < TRANSPOSED_FROM or torch.compiler.is_compiling():
+    compiled or exported (the compiler lays the products out; and a batch dimension that stays
+    dynamic takes no branch on its size), take ``baddbmm(bias, features, weightᵀ)``."""
+    if (torch.compiler.is_compiling() or torch.compiler.is_exporting()
+            or features.numel() < TRANSPOSED_FROM):  # traced: no guard on the batch size
         transposed = weight.transpose(1, 2)
         return (torch.baddbmm(bias.unsqueeze(1), features, transposed) if bias is not None
                 else features.bmm(transposed))
