@@ -7,7 +7,8 @@ process, on the same inputs, in alternating windows (load from other processes h
 alike). The shapes are ``benchmarks/round_cost.py``'s ``small`` (``SGB(TwoLayerNet(10, 10),
 n_learners=8)``, batch 32), ``slice`` (64 learners of ``TwoLayerNet(384, 10)``, batch 256) and
 ``mnist`` (``SGB(ConvNet(), n_learners=8)``, softmax, Newton targets, batch 64), at the
-defaults; ``--compile`` builds them with ``compile=True`` (compiled in the warm-up rounds).
+defaults; ``--compile`` builds them with ``compile=True`` (compiled in the warm-up rounds),
+``--chained`` with ``chained=True``.
 Reports each version's fastest window and its median ratio to the first commit's, window by
 window.
 
@@ -52,19 +53,20 @@ def extract(commit: str, into: Path) -> str:
     return name
 
 
-def round_of(module, shape: str, compile: bool = False):
+def round_of(module, shape: str, compile: bool = False, chained: bool = False):
     """One default round of ``shape`` with ``module``'s SGB, past the monitor's warm-up."""
     torch.manual_seed(0)
+    options = {"compile": compile, "chained": chained}
     if shape == "small":
-        booster = module.SGB(lambda: module.TwoLayerNet(10, 10), n_learners=8, compile=compile)
+        booster = module.SGB(lambda: module.TwoLayerNet(10, 10), n_learners=8, **options)
         x, y = torch.randn(32, 10), torch.randn(32)
     elif shape == "mnist":
         booster = module.SGB(lambda: module.ConvNet(), n_learners=8, loss="softmax",
-                             n_outputs=10, targets="newton", compile=compile)
+                             n_outputs=10, targets="newton", **options)
         x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
     else:
         booster = module.SGB(lambda: module.TwoLayerNet(384, 10, activation="leaky_relu"),
-                             n_learners=64, compile=compile)
+                             n_learners=64, **options)
         x, y = torch.randn(256, 384), torch.randn(256)
     for _ in range(70):
         booster.learn(x, y)
@@ -77,6 +79,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["small", "slice"],
                         choices=["small", "slice", "mnist"])
     parser.add_argument("--compile", action="store_true", help="boosters with compile=True")
+    parser.add_argument("--chained", action="store_true", help="boosters with chained=True")
     parser.add_argument("--windows", type=int, default=21)
     parser.add_argument("--seconds", type=float, default=0.3, help="per window")
     args = parser.parse_args()
@@ -86,7 +89,7 @@ def main() -> None:
         names = [extract(commit, Path(scratch)) for commit in args.commits]
         modules = {name: importlib.import_module(name) for name in names}
         for shape in args.shapes:
-            steps = {name: round_of(module, shape, args.compile)
+            steps = {name: round_of(module, shape, args.compile, args.chained)
                      for name, module in modules.items()}
             times: dict[str, list[float]] = {name: [] for name in steps}
             for _ in range(args.windows):
