@@ -6,9 +6,9 @@ learner is a plain ``nn.Sequential`` of ``Flatten``, ``Linear``, convolutions an
 layers, the same computation is written directly: the first layer of all N learners is ONE
 ``(B, d) × (d, N·h)`` GEMM, or ONE convolution with N times the output channels (the input is
 shared), a convolution after it one grouped convolution (``groups=N``), later ``Linear`` layers
-one ``baddbmm`` each. The result is identical to ``vmap(functional_call(...))`` up to
-floating-point rounding (tested), and elementwise layers such as ``Dropout`` act on the stacked
-tensor, so each learner draws its own mask.
+one batched product each (:func:`stacked_linear`). The result is identical to
+``vmap(functional_call(...))`` up to floating-point rounding (tested), and elementwise layers
+such as ``Dropout`` act on the stacked tensor, so each learner draws its own mask.
 
 For the paper's MNIST learner (:class:`~torchboost.learners.modules.ConvNet`) this writes
 what ``vmap`` does less well: the bias in the convolution (``vmap`` adds it afterwards, on a
@@ -193,8 +193,8 @@ def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tenso
     convolution on it, a ``Flatten`` keeps it wide, ``(B, k·C·H·W)``, learner by learner. Its
     columns are learner-major (``i·h + j``), or hidden-major (``j·k + i``) when the first
     ``Linear``'s weight is stored so (:func:`hidden_major`). The next ``Linear`` switches to the
-    stacked layout ``(k, B, h)`` and a ``baddbmm``; with one output on hidden-major columns it
-    is a product and a sum instead.
+    stacked layout ``(k, B, h)`` and :func:`stacked_linear`; with one output on hidden-major
+    columns it is a product and a sum instead.
     """
     h, width = x, 0  # width > 0: wide layout (B, k*width, ...); -1: stacked layout (k, B, h)
     k = next(iter(params.values())).shape[0]
