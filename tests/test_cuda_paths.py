@@ -10,7 +10,7 @@ import pytest
 import torch
 from boost_helpers import linear_learners, ogb_over_stumps, regression_stream
 
-from torchboost import SGB, DivergenceError, TwoLayerNet
+from torchboost import SGB, ConvNet, DivergenceError, TwoLayerNet
 from torchboost.data import BadInputError, DataStream, ScreenedStream
 
 pytestmark = [pytest.mark.cuda,
@@ -37,6 +37,23 @@ def test_sgb_on_cuda_matches_cpu_with_guards_on():
         torch.manual_seed(0)
         booster = SGB(lambda: TwoLayerNet(5, 4), "squared", n_learners=8).to(device)
         for x, y in zip(xs.split(20), ys.split(20), strict=True):
+            booster.learn(x.to(device), y.to(device))
+        runs.append(booster.predict(xs.to(device)).cpu())
+    assert torch.allclose(runs[0], runs[1], atol=1e-4)
+
+
+def test_convolutional_learners_on_cuda_take_the_direct_path_and_match_cpu():
+    """ConvNet learners: one convolution for all of them and the head's own gradients
+    (features past TRANSPOSED_FROM, written into their transposed layout by one batched
+    product on a GPU), as on a CPU."""
+    g = torch.Generator().manual_seed(1)
+    xs, ys = torch.rand(96, 1, 28, 28, generator=g), torch.randint(0, 10, (96,), generator=g)
+    runs = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        booster = SGB(lambda: ConvNet(), "softmax", n_learners=8, n_outputs=10).to(device)
+        assert booster.learners.engine.direct
+        for x, y in zip(xs.split(32), ys.split(32), strict=True):
             booster.learn(x.to(device), y.to(device))
         runs.append(booster.predict(xs.to(device)).cpu())
     assert torch.allclose(runs[0], runs[1], atol=1e-4)
