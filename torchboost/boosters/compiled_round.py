@@ -186,13 +186,12 @@ def _plain_learners(learners: nn.Module, engine: StackedEngine) -> bool:
     with the step compiled apart; on the direct path no faster beyond the noise (0.98 by the
     median of alternating windows, 1.25 by the fastest, ``benchmarks/versions.py --compile``)
     and 17 s to compile, not 6 s."""
-    if (not engine.direct or engine.has_buffers or _global_module_hooks()
-            or any(type(module) in CONVOLUTIONS for module in engine.template.modules())):
+    if not engine.direct or engine.has_buffers or _global_module_hooks():
         return False
     for module in (*learners.modules(), *engine.template.modules()):
-        if isinstance(module, nn.modules.dropout._DropoutNd) or any((
-                module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
-                module._backward_pre_hooks)):
+        if (type(module) in CONVOLUTIONS or isinstance(module, nn.modules.dropout._DropoutNd)
+                or module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks):
             return False
     return not any(p._backward_hooks or p._post_accumulate_grad_hooks
                    for p in learners.parameters())

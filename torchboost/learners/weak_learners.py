@@ -50,8 +50,8 @@ class WeakLearners(StackingProbe, nn.Module):
         compile: run the stacked learners' schedule-free step and its guards through
             ``torch.compile`` (:mod:`~torchboost.boosters.compiled_step`); a booster's round
             compiles whole where it can, forward and backward included
-            (:mod:`~torchboost.boosters.compiled_round`: multi-layer perceptrons; a ``vmap``-ed
-            convolution was slower compiled). Stacked mode only; off by default: compiling
+            (:mod:`~torchboost.boosters.compiled_round`: multi-layer perceptrons; convolutions
+            were no faster compiled whole). Stacked mode only; off by default: compiling
             takes seconds, paid back after a few thousand rounds
             (``docs/results/throughput.md``). Results equal eager ones up to rounding.
         lr_scheduler: a factory ``optimizer -> LRScheduler`` (any ``torch.optim.lr_scheduler``
