@@ -143,10 +143,11 @@ def stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Ten
         t is not None and t.requires_grad for t in (features, weight, bias))
     if differentiated:
         return _StackedLinear.apply(features, weight, bias)
-    return _stacked_linear(features, weight, bias)
+    return _transposed_product(features, weight, bias)
 
 
-def _stacked_linear(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+def _transposed_product(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``(weight · featuresᵀ + bias)ᵀ``, ``(k, B, O)`` and contiguous."""
     transposed = features.transpose(1, 2)
     out = (torch.baddbmm(bias.unsqueeze(2), weight, transposed) if bias is not None
            else torch.bmm(weight, transposed))
@@ -164,7 +165,7 @@ class _StackedLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(features: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return _stacked_linear(features, weight, bias)
+        return _transposed_product(features, weight, bias)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor, Tensor | None],
