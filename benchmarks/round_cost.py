@@ -40,6 +40,10 @@ from torch.profiler import ProfilerActivity, profile
 from torchboost import SGB, ConvNet, TwoLayerNet
 
 SYNC = "aten::_local_scalar_dense"
+#: the issue's goals, written beside the rows
+TARGETS = ("small: ops <= 250, syncs <= 1, round_over_network <= 1.5 (eager); mnist N=8: "
+           "round_over_network <= 1.3; slice N=64: loop_over_round >= 5, round_over_network "
+           "<= 1 / 0.6")
 
 
 def count(step: Callable[[], Any]) -> tuple[int, int]:
@@ -91,7 +95,10 @@ def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "a
 
 
 def measure(names: list[str], ns: list[int], device: str, seconds: float, repeats: int,
-            compiled: bool) -> list[dict[str, Any]]:
+            compiled: bool, on_row: Callable[[list[dict[str, Any]]], Any] = lambda rows: None
+            ) -> list[dict[str, Any]]:
+    """The rows of every shape and learner count; ``on_row(rows)`` after each (the JSON is
+    written as it grows: a run cut short keeps what it measured)."""
     rows = []
     for name in names:
         for n in ns if name != "small" else [8]:
@@ -125,6 +132,7 @@ def measure(names: list[str], ns: list[int], device: str, seconds: float, repeat
                       + (f" | loop/stacked {r['loop_over_round']:.2f}" if "loop" in times
                          else "")
                       + (f" | compiling {r['compile_s']:.1f} s" if "compile_s" in r else ""))
+                on_row(rows)
     return rows
 
 
@@ -137,11 +145,8 @@ def main() -> None:
         parser.add_argument("--n", type=int, nargs="+", default=[8, 64],
                             help="learners for the mnist and slice shapes (small: 8)"),
         parser.add_argument("--compiled", action="store_true")))
-    rows = measure(args.shapes, args.n, args.device, args.seconds, args.repeats, args.compiled)
-    write_timings(args.out, args.device, rows,
-                  targets="small: ops <= 250, syncs <= 1, round_over_network <= 1.5 (eager); "
-                          "mnist N=8: round_over_network <= 1.3; slice N=64: loop_over_round "
-                          ">= 5, round_over_network <= 1 / 0.6")
+    measure(args.shapes, args.n, args.device, args.seconds, args.repeats, args.compiled,
+            on_row=lambda rows: write_timings(args.out, args.device, rows, targets=TARGETS))
 
 
 if __name__ == "__main__":

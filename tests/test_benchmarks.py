@@ -128,3 +128,44 @@ def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkey
         for key in [k for k in sys.modules if k == "versions" or k.startswith("tb_")]:
             sys.modules.pop(key, None)
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
+
+
+def test_mnist_one_pass_times_both_models_over_the_same_batches(monkeypatch):
+    from torchboost.data.folder import dataset_path, missing
+
+    if not dataset_path("mnist").is_dir():
+        pytest.skip(f"real data not available: {missing('mnist', dataset_path('mnist'))}")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import mnist_one_pass
+    try:
+        result = mnist_one_pass.measure(None, mnist_one_pass.torch.device("cpu"), n_learners=2,
+                                        limit=3)
+    finally:
+        sys.modules.pop("mnist_one_pass", None)
+    assert result["images"] == 3 * mnist_one_pass.BATCH and result["n_learners"] == 2
+    for name in ("booster", "network"):
+        row = result[name]
+        assert row["images_per_s"] == pytest.approx(result["images"] / row["seconds"])
+        assert 0.0 <= row["test_error"] <= 1.0
+    assert result["booster_over_network"] == pytest.approx(
+        result["booster"]["seconds"] / result["network"]["seconds"])
+
+
+def test_device_check_runs_its_steps_in_order_within_the_budget(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import device_check
+    try:
+        steps = device_check.steps(tmp_path, "cpu", quick=True)
+        reports = device_check.run_steps(tmp_path, budget=10.0, device="cpu", quick=True)
+    finally:
+        sys.modules.pop("device_check", None)
+    assert [name for name, _, _ in steps] == ["cuda_tests", "round_cost", "mnist_one_pass",
+                                              "round_cost_compiled"]
+    tests = steps[0][1]
+    assert "tests/test_cuda_paths.py" in tests and "tests/test_compile.py" not in tests
+    assert all(Path(BENCHMARKS.parent / arg).is_file() for _, command, _ in steps[1:]
+               for arg in command if arg.startswith("benchmarks/"))
+    # 10 s leave less than a step's minimum of 20: every step is reported skipped, none runs
+    assert [r["step"] for r in reports] == [name for name, _, _ in steps]
+    assert all("skipped" in r for r in reports)
+    assert (tmp_path / "device_check.json").is_file()
