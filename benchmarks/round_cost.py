@@ -146,7 +146,8 @@ def main() -> None:
                             help="learners for the mnist and slice shapes (small: 8)"),
         parser.add_argument("--compiled", action="store_true")))
     measure(args.shapes, args.n, args.device, args.seconds, args.repeats, args.compiled,
-            on_row=lambda rows: write_timings(args.out, args.device, rows, targets=TARGETS))
+            on_row=lambda rows: write_timings(args.out, args.device, rows, targets=TARGETS,
+                                              allocator=args.allocator))
 
 
 if __name__ == "__main__":

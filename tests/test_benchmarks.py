@@ -125,7 +125,7 @@ def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkey
                        for line in (tmp_path.glob("*/" + name + "/boosters/base.py").__next__()
                                     .read_text().splitlines()))
     finally:
-        for key in [k for k in sys.modules if k == "versions" or k.startswith("tb_")]:
+        for key in [k for k in sys.modules if k in ("versions", "common") or k.startswith("tb_")]:
             sys.modules.pop(key, None)
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
 
@@ -141,7 +141,8 @@ def test_mnist_one_pass_times_both_models_over_the_same_batches(monkeypatch):
         result = mnist_one_pass.measure(None, mnist_one_pass.torch.device("cpu"), n_learners=2,
                                         limit=3)
     finally:
-        sys.modules.pop("mnist_one_pass", None)
+        for name in ("mnist_one_pass", "common"):
+            sys.modules.pop(name, None)
     assert result["images"] == 3 * mnist_one_pass.BATCH and result["n_learners"] == 2
     for name in ("booster", "network"):
         row = result[name]
@@ -169,3 +170,14 @@ def test_device_check_runs_its_steps_in_order_within_the_budget(monkeypatch, tmp
     assert [r["step"] for r in reports] == [name for name, _, _ in steps]
     assert all("skipped" in r for r in reports)
     assert (tmp_path / "device_check.json").is_file()
+
+
+def test_steady_allocator_is_set_where_the_c_library_is_glibc():
+    import platform
+    import subprocess
+
+    code = "import common; print(common.steady_allocator())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=BENCHMARKS, check=True,
+                         capture_output=True, text=True).stdout.split()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert " ".join(out[-2:]) == "steady (glibc)" if glibc else out[-1] == "default"
