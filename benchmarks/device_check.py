@@ -47,6 +47,8 @@ WHEELS = ("schedulefree==1.4.1",)
 DATA = Path("build/device_data")
 #: where the carried wheels are installed on the device
 SITE = Path("/tmp/site")
+#: the steps, in the order they run (:func:`steps`)
+STEPS = ("cuda_tests", "round_cost", "mnist_one_pass", "round_cost_compiled")
 
 
 def steps(out: Path, device: str = "cuda", quick: bool = False
@@ -158,7 +160,7 @@ def main() -> None:
                                        "(default: torchboost.data.folder's)")
     parser.add_argument("--budget", type=float, default=540.0,
                         help="seconds for all the steps together")
-    parser.add_argument("--only", nargs="+", help="run only these steps")
+    parser.add_argument("--only", nargs="+", choices=STEPS, help="run only these steps")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true",
                         help="tiny windows and 20 MNIST batches: that the steps run")

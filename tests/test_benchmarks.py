@@ -131,15 +131,16 @@ def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkey
 
 
 def test_mnist_one_pass_times_both_models_over_the_same_batches(monkeypatch):
-    from torchboost.data.folder import dataset_path, missing
+    from torchboost.data.folder import data_dir, missing
 
-    if not dataset_path("mnist").is_dir():
-        pytest.skip(f"real data not available: {missing('mnist', dataset_path('mnist'))}")
+    root = data_dir() / "mnist"
+    if not root.is_dir():
+        pytest.skip(f"real data not available: {missing('mnist', root)}")
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import mnist_one_pass
     try:
-        result = mnist_one_pass.measure(None, mnist_one_pass.torch.device("cpu"), n_learners=2,
-                                        limit=3)
+        result = mnist_one_pass.measure(str(root), mnist_one_pass.torch.device("cpu"),
+                                        n_learners=2, limit=3)
     finally:
         for name in ("mnist_one_pass", "common"):
             sys.modules.pop(name, None)
@@ -161,7 +162,7 @@ def test_device_check_runs_its_steps_in_order_within_the_budget(monkeypatch, tmp
     finally:
         sys.modules.pop("device_check", None)
     assert [name for name, _, _ in steps] == ["cuda_tests", "round_cost", "mnist_one_pass",
-                                              "round_cost_compiled"]
+                                              "round_cost_compiled"] == list(device_check.STEPS)
     tests = steps[0][1]
     assert "tests/test_cuda_paths.py" in tests and "tests/test_compile.py" not in tests
     assert all(Path(BENCHMARKS.parent / arg).is_file() for _, command, _ in steps[1:]
