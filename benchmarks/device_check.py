@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -117,9 +118,26 @@ def install_wheels() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
+def run_step(command: list[str], env: dict[str, str], seconds: float) -> tuple[int | str, str, str]:
+    """``command``'s exit status (``"timeout"`` past ``seconds``, when it and every process it
+    started are killed: inductor's compile workers too), stdout and stderr (undecodable bytes
+    replaced, and whatever it printed before a timeout)."""
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=seconds)
+        rc: int | str = process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        rc = "timeout"
+    return rc, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+
 def run_steps(out: Path, budget: float, only: list[str] | None = None, device: str = "cuda",
               quick: bool = False) -> list[dict]:
-    """Every step (or those named ``only``) within ``budget`` seconds; their reports."""
+    """Every step (or those named ``only``) within ``budget`` seconds; their reports, written
+    to ``device_check.json`` after each step (a call cut short keeps those that ran)."""
     out.mkdir(parents=True, exist_ok=True)
     env, start, reports = install_wheels(), time.perf_counter(), []
     with (out / "device_check.log").open("w") as log:
@@ -134,13 +152,9 @@ def run_steps(out: Path, budget: float, only: list[str] | None = None, device: s
             log.flush()
             began = time.perf_counter()
             try:
-                done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,
-                                      text=True, timeout=min(limit, left))
-                rc, stdout, stderr = done.returncode, done.stdout, done.stderr
-            except subprocess.TimeoutExpired as expired:
-                rc, (stdout, stderr) = "timeout", (
-                    part.decode() if isinstance(part, bytes) else (part or "")
-                    for part in (expired.stdout, expired.stderr))
+                rc, stdout, stderr = run_step(command, env, min(limit, left))
+            except Exception as error:  # this step could not run: the next ones still do
+                rc, stdout, stderr = "error", "", f"{type(error).__name__}: {error}"
             log.write(stdout + stderr)
             log.flush()
             # the results' lines; where it failed, the error's too
@@ -148,6 +162,7 @@ def run_steps(out: Path, budget: float, only: list[str] | None = None, device: s
             reports.append({"step": name, "command": command, "rc": rc,
                             "seconds": round(time.perf_counter() - began, 1), "tail": tail})
             print(f"{name}: rc={rc} in {reports[-1]['seconds']} s", flush=True)
+            (out / "device_check.json").write_text(json.dumps(reports, indent=2) + "\n")
     (out / "device_check.json").write_text(json.dumps(reports, indent=2) + "\n")
     return reports
 

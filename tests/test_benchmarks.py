@@ -3,6 +3,7 @@ not timings)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -182,3 +183,26 @@ def test_steady_allocator_is_set_where_the_c_library_is_glibc():
                          capture_output=True, text=True).stdout.split()
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert " ".join(out[-2:]) == "steady (glibc)" if glibc else out[-1] == "default"
+
+
+def test_device_check_reports_a_step_past_its_limit_and_runs_the_next(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import device_check
+
+    # a step that prints undecodable bytes and then hangs (with a child of its own), and one
+    # that finishes: the first is killed at its limit with what it printed, the second runs
+    hang = ("import subprocess, sys, time; sys.stdout.buffer.write(b'half \\xc3 done\\n'); "
+            "sys.stdout.flush(); subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); time.sleep(60)")
+    fake = [("hangs", [sys.executable, "-c", hang], 3),
+            ("finishes", [sys.executable, "-c", "print('ok')"], 30)]
+    monkeypatch.setattr(device_check, "steps", lambda *args: fake)
+    try:
+        reports = device_check.run_steps(tmp_path, budget=120.0, device="cpu")
+    finally:
+        sys.modules.pop("device_check", None)
+    assert [r["rc"] for r in reports] == ["timeout", 0]
+    assert reports[0]["tail"] == ["half \ufffd done"] and reports[0]["seconds"] < 30
+    assert reports[1]["tail"] == ["ok"]
+    saved = json.loads((tmp_path / "device_check.json").read_text())
+    assert [r["step"] for r in saved] == ["hangs", "finishes"]
