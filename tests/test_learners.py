@@ -297,6 +297,7 @@ def test_fast_path_takes_only_the_layers_it_writes():
     assert sequential_plan(nn.Sequential(nn.Linear(4, 4), nn.Conv1d(1, 1, 1))) is None
     assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Flatten(),
                                          nn.Conv1d(1, 1, 1))) is None
+    assert sequential_plan(nn.Sequential(nn.Flatten(), nn.Conv1d(1, 1, 1))) is None
     assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Linear(3, 1))) is None
     assert sequential_plan(nn.Sequential(nn.Conv1d(1, 2, 1), nn.Flatten(),
                                          nn.Linear(6, 1))) is not None

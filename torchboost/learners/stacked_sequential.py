@@ -71,21 +71,23 @@ def sequential_plan(template: nn.Module) -> SequentialPlan | None:
     It applies to (nested) plain ``nn.Sequential`` modules made of ``Flatten()``, ``nn.Linear``,
     convolutions (``groups=1``, zero padding) and elementwise activations/Dropout, where nothing
     but ``Flatten`` precedes the first ``Linear`` or convolution (so that every random layer acts
-    per learner), convolutions come before every ``Linear`` and a ``Flatten`` comes between them.
+    per learner), convolutions come before every ``Linear`` and every ``Flatten`` (their input
+    is ``(B, C, ...)``), and a ``Flatten`` comes between the last convolution and a ``Linear``.
     """
     plan = _layers(template, "")
     if plan is None:
         return None
-    weighted, flat = False, True  # a Linear or convolution seen; the features are 1-D
+    weighted = False  # a Linear or convolution seen
+    flat: bool | None = None  # the features are 1-D (after a Flatten or Linear); None: the input
     for _, layer in plan:
         if isinstance(layer, nn.Flatten):
             flat = True
         elif isinstance(layer, nn.Linear):
-            if not flat:
+            if flat is False:  # on a convolution's unflattened output
                 return None
-            weighted = True
+            weighted, flat = True, True
         elif type(layer) in CONVOLUTIONS:
-            if weighted and flat:  # after a Linear or a Flatten
+            if flat:  # after a Flatten (a leading one too) or a Linear
                 return None
             weighted, flat = True, False
         elif not weighted:
