@@ -44,6 +44,17 @@ def steady_allocator() -> str:
     return "steady (glibc)"
 
 
+def allocator_option(parser: argparse.ArgumentParser) -> None:
+    """``--default-malloc``: leave glibc's malloc as it is (see :func:`chosen_allocator`)."""
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc's malloc as it is (default: steady_allocator)")
+
+
+def chosen_allocator(args: argparse.Namespace) -> str:
+    """:func:`steady_allocator` unless ``--default-malloc``; what was set, for the JSON."""
+    return "default" if args.default_malloc else steady_allocator()
+
+
 def seconds_per_call(step: Callable[[], None], device: str, min_seconds: float,
                      warmup: int = 3) -> float:
     """Mean seconds per call over one window of at least ``min_seconds`` (and 5 calls), after
@@ -85,10 +96,9 @@ def timing_arguments(description: str, out: Path, seconds: float,
     parser.add_argument("--seconds", type=float, default=seconds, help="per variant and shape")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=out)
-    parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's malloc as it is (default: steady_allocator)")
+    allocator_option(parser)
     args = parser.parse_args()
-    args.allocator = "default" if args.default_malloc else steady_allocator()
+    args.allocator = chosen_allocator(args)
     return args
 
 

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the wheels the device's image lacks (KINDS.md's package list), at the versions used here
@@ -145,26 +146,30 @@ def run_steps(out: Path, budget: float, only: list[str] | None = None, device: s
             if only and name not in only:
                 continue
             left = budget - (time.perf_counter() - start)
-            if left < 20:
-                reports.append({"step": name, "skipped": f"{left:.0f} s of the budget left"})
-                continue
-            log.write(f"\n=== {name}: {' '.join(command)}\n")
-            log.flush()
-            began = time.perf_counter()
-            try:
-                rc, stdout, stderr = run_step(command, env, min(limit, left))
-            except Exception as error:  # this step could not run: the next ones still do
-                rc, stdout, stderr = "error", "", f"{type(error).__name__}: {error}"
-            log.write(stdout + stderr)
-            log.flush()
-            # the results' lines; where it failed, the error's too
-            tail = (stdout if rc == 0 else stdout + stderr).splitlines()[-15:]
-            reports.append({"step": name, "command": command, "rc": rc,
-                            "seconds": round(time.perf_counter() - began, 1), "tail": tail})
-            print(f"{name}: rc={rc} in {reports[-1]['seconds']} s", flush=True)
+            reports.append(
+                {"step": name, "skipped": f"{left:.0f} s of the budget left"} if left < 20
+                else _run_logged(name, command, env, min(limit, left), log))
             (out / "device_check.json").write_text(json.dumps(reports, indent=2) + "\n")
-    (out / "device_check.json").write_text(json.dumps(reports, indent=2) + "\n")
     return reports
+
+
+def _run_logged(name: str, command: list[str], env: dict[str, str], seconds: float,
+                log: TextIO) -> dict:
+    """One step through :func:`run_step`, its whole output appended to ``log``; its report."""
+    log.write(f"\n=== {name}: {' '.join(command)}\n")
+    log.flush()
+    began = time.perf_counter()
+    try:
+        rc, stdout, stderr = run_step(command, env, seconds)
+    except Exception as error:  # this step could not run: the next ones still do
+        rc, stdout, stderr = "error", "", f"{type(error).__name__}: {error}"
+    log.write(stdout + stderr)
+    log.flush()
+    took = round(time.perf_counter() - began, 1)
+    print(f"{name}: rc={rc} in {took} s", flush=True)
+    # the results' lines; where it failed, the error's too
+    tail = (stdout if rc == 0 else stdout + stderr).splitlines()[-15:]
+    return {"step": name, "command": command, "rc": rc, "seconds": took, "tail": tail}
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import steady_allocator
+from common import allocator_option, chosen_allocator
 from torch import Tensor, nn
 
 from torchboost import SGB, ConvNet
@@ -123,10 +123,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="the booster with compile=True")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
-    parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's malloc as it is (default: common.steady_allocator)")
+    allocator_option(parser)
     args = parser.parse_args()
-    allocator = "default" if args.default_malloc else steady_allocator()
+    allocator = chosen_allocator(args)
     result = {**measure(args.root, torch.device(args.device), args.n, args.limit, args.compile,
                         args.seed), "allocator": allocator}
     for name in ("booster", "network"):

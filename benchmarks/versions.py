@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from common import steady_allocator
+from common import allocator_option, chosen_allocator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,11 +83,9 @@ def main() -> None:
     parser.add_argument("--chained", action="store_true", help="boosters with chained=True")
     parser.add_argument("--windows", type=int, default=21)
     parser.add_argument("--seconds", type=float, default=0.3, help="per window")
-    parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's malloc as it is (default: common.steady_allocator)")
+    allocator_option(parser)
     args = parser.parse_args()
-    if not args.default_malloc:
-        steady_allocator()
+    chosen_allocator(args)
     warnings.simplefilter("ignore")  # one batch repeated: the stall monitor rightly warns
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:
