@@ -109,6 +109,22 @@ def test_stacked_linear_rows_time_both_forms_of_every_head(monkeypatch):
     assert row["transposed_over_plain"] == pytest.approx(row["transposed_us"] / row["plain_us"])
 
 
+def test_one_channel_conv_rows_time_torch_and_patches_on_both_kinds_of_image(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import one_channel_conv
+
+    monkeypatch.setattr(one_channel_conv, "SHAPES", [(2, 1, 6, 3, 3, 1, 1), (2, 3, 6, 3, 3, 2, 0)])
+    try:
+        rows = one_channel_conv.measure("cpu", 0.01, 1)
+    finally:
+        for name in ("one_channel_conv", "common"):
+            sys.modules.pop(name, None)
+    assert [row["channels"] for row in rows] == [1, 3]
+    for row in rows:
+        assert row["torch_us"] > 0 and row["patches_us"] > 0
+        assert row["patches_over_torch"] == pytest.approx(row["patches_us"] / row["torch_us"])
+
+
 def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import importlib

@@ -262,6 +262,59 @@ def test_large_stacked_heads_take_their_own_gradients_and_equal_the_plain_produc
         assert stacked_linear(features[:, :4, :8], weight[..., :8], None).grad_fn is None
 
 
+@pytest.mark.parametrize("shape", [
+    ((4, 1, 9, 11), (3, 1, 3, 2), (2, 1), (1, 2), (1, 2), True),
+    ((2, 1, 28, 28), (40, 1, 5, 5), 2, 0, 1, True),
+    ((3, 1, 7, 7), (2, 1, 3, 3), 1, 0, 1, False),
+], ids=["strided_padded_dilated", "mnist_stem", "no_bias"])
+def test_one_channel_convolution_as_patches_equals_torch(shape):
+    """The first convolution of one-channel images as products of their patches equals
+    ``functional.conv2d``: values and the gradients of images, weight and bias (float64,
+    against autograd's finite differences too), for strides, padding and dilation per axis."""
+    from torchboost.learners.one_channel_conv import one_channel_conv2d
+    image, kernel, stride, padding, dilation, with_bias = shape
+    torch.manual_seed(0)
+    x = torch.randn(image, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(kernel, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(kernel[0], dtype=torch.float64, requires_grad=True) if with_bias else None
+    inputs = [t for t in (x, weight, bias) if t is not None]
+    out = one_channel_conv2d(x, weight, bias, stride, padding, dilation)
+    reference = nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
+    assert out.grad_fn.name() == "_OneChannelConv2dBackward"
+    torch.testing.assert_close(out, reference)
+    grad = torch.randn_like(out)
+    for got, expected in zip(torch.autograd.grad(out, inputs, grad),
+                             torch.autograd.grad(reference, inputs, grad), strict=True):
+        torch.testing.assert_close(got, expected)
+    assert torch.autograd.gradcheck(
+        lambda *t: one_channel_conv2d(t[0], t[1], t[2] if with_bias else None, stride, padding,
+                                      dilation), inputs)
+
+
+def test_one_channel_patches_apply_only_where_a_weight_is_differentiated_on_a_cpu():
+    """Patches for one-channel images whose convolution weight is differentiated; torch's kernel
+    for several channels, padding by name, predictions (no gradient) and frozen weights, and a
+    stacked MNIST learner's round takes them (its first layer's gradient node)."""
+    from torchboost.learners.one_channel_conv import one_channel_applies
+    x, weight = torch.randn(2, 1, 8, 8), torch.randn(3, 1, 3, 3, requires_grad=True)
+    assert one_channel_applies(x, weight, 0)
+    assert not one_channel_applies(torch.randn(2, 3, 8, 8), torch.randn(3, 3, 3, 3,
+                                                                        requires_grad=True), 0)
+    assert not one_channel_applies(x, weight, "same")
+    assert not one_channel_applies(x, weight.detach(), 0)
+    with torch.no_grad():
+        assert not one_channel_applies(x, weight, 0)
+    engine = WeakLearners(lambda: ConvNet(), 3, mode="stacked").engine
+    nodes, names = [engine(torch.randn(4, 1, 28, 28), 3).grad_fn], set()
+    while nodes:  # every node of the round's graph
+        node = nodes.pop()
+        names.add(node.name())
+        nodes.extend(fn for fn, _ in node.next_functions if fn is not None)
+    assert "_OneChannelConv2dBackward" in names and "ConvolutionBackward0" not in names
+    with torch.no_grad():
+        assert engine(torch.randn(4, 1, 28, 28), 3).grad_fn is None
+
+
 def test_one_output_mlps_store_their_first_layer_hidden_major():
     torch.manual_seed(0)
     learners = WeakLearners(lambda: TwoLayerNet(6, 5), 4, mode="stacked")

@@ -1,0 +1,104 @@
+"""The stacked learners' first convolution on a one-channel image (MNIST's), differentiated on a
+CPU as one product of the image's patches.
+
+For a convolution with one input channel, torch's CPU kernel (oneDNN) computes the weight's
+gradient slowly: for the paper's MNIST learner stacked eight times (``Conv2d(1, 8·5, 5,
+stride=2)``, a batch of 64) forward and backward took 4.0 ms, the larger part of a round.
+Written as products of the patches — the ``(B, kh·kw, Ho·Wo)`` windows of the image (one
+strided copy, no ``unfold``), ``output = weight · patches + bias`` and ``∂weight = Σ_b grad_b ·
+patches_bᵀ``, batched matrix products — they took 0.35× that, and 0.37-0.53× for 64 learners,
+a batch of 256 or a 3×3 kernel (``python benchmarks/one_channel_conv.py``). Inputs of several
+channels are left to torch's kernel, which is faster there (3 channels: 1.45× slower as
+patches).
+
+It applies (:func:`one_channel_applies`) where the weight is differentiated on a CPU, eagerly:
+the stacked learners' first layer an ``nn.Conv2d`` of one input channel and zero padding given
+as numbers. Predictions, compiled and exported graphs and other devices take
+``functional.conv2d``; the results are the same up to rounding (the products sum in another
+order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional
+
+__all__ = ["one_channel_applies", "one_channel_conv2d", "patches"]
+
+
+def one_channel_applies(x: Tensor, weight: Tensor, padding: Any) -> bool:
+    """Whether :func:`one_channel_conv2d` computes ``functional.conv2d(x, weight, ...)`` (module
+    docstring): a batch of one-channel images ``(B, 1, H, W)`` on a CPU, a weight
+    ``(O, 1, kh, kw)`` to differentiate, padding given as numbers, not traced."""
+    return (x.device.type == "cpu" and x.ndim == 4 and x.shape[1] == 1 and weight.ndim == 4
+            and weight.shape[1] == 1 and not isinstance(padding, str)
+            and torch.is_grad_enabled() and weight.requires_grad
+            and not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+            and not torch.jit.is_tracing())
+
+
+def _pair(value: int | tuple[int, ...]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (value[0], value[1])
+
+
+def patches(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int],
+            padding: tuple[int, int], dilation: tuple[int, int]) -> tuple[Tensor, tuple[int, int]]:
+    """The windows a convolution of ``kernel`` sees on one-channel images ``x (B, 1, H, W)``,
+    zero-padded: ``(B, kh·kw, Ho·Wo)``, contiguous (``functional.unfold``'s layout, copied from
+    a strided view of ``x``), and the output's spatial size ``(Ho, Wo)``."""
+    if padding != (0, 0):
+        x = functional.pad(x, (padding[1], padding[1], padding[0], padding[0]))
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    batch, _, height, width = x.shape
+    out_h, out_w = (height - dh * (kh - 1) - 1) // sh + 1, (width - dw * (kw - 1) - 1) // sw + 1
+    rows, columns = x.stride(0), x.stride(2)
+    windows = x.as_strided((batch, kh, kw, out_h, out_w),
+                           (rows, columns * dh, x.stride(3) * dw, columns * sh, x.stride(3) * sw),
+                           x.storage_offset())
+    return windows.contiguous().view(batch, kh * kw, out_h * out_w), (out_h, out_w)
+
+
+class _OneChannelConv2d(torch.autograd.Function):
+    """``functional.conv2d`` of one-channel images as products of their patches, with the
+    weight's gradient ``Σ_b grad_b · patches_bᵀ`` and the bias's ``Σ grad``; the images'
+    gradient, rarely wanted, by torch's kernel."""
+
+    @staticmethod
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int],
+                padding: tuple[int, int], dilation: tuple[int, int]) -> tuple[Tensor, Tensor]:
+        cols, (out_h, out_w) = patches(x, weight.shape[2:], stride, padding, dilation)
+        batch, outputs = x.shape[0], weight.shape[0]
+        flat = weight.reshape(1, outputs, -1).expand(batch, -1, -1)
+        out = (torch.baddbmm(bias.view(1, outputs, 1), flat, cols) if bias is not None
+               else torch.bmm(flat, cols))
+        return out.view(batch, outputs, out_h, out_w), cols
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
+        x, weight, _, ctx.stride, ctx.padding, ctx.dilation = inputs
+        ctx.image_shape = x.shape
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1], weight)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, _: Tensor | None) -> tuple[Tensor | None, ...]:
+        cols, weight = ctx.saved_tensors
+        wants = ctx.needs_input_grad
+        flat = grad.reshape(grad.shape[0], grad.shape[1], -1)
+        return (torch.nn.grad.conv2d_input(ctx.image_shape, weight, grad, ctx.stride,
+                                           ctx.padding, ctx.dilation) if wants[0] else None,
+                torch.bmm(flat, cols.transpose(1, 2)).sum(0).view_as(weight)
+                if wants[1] else None,
+                flat.sum((0, 2)) if wants[2] else None, None, None, None)
+
+
+def one_channel_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None,
+                       stride: int | tuple[int, int], padding: int | tuple[int, int],
+                       dilation: int | tuple[int, int]) -> Tensor:
+    """``functional.conv2d(x, weight, bias, stride, padding, dilation)`` of one-channel images
+    where :func:`one_channel_applies`, as products of their patches (module docstring)."""
+    return _OneChannelConv2d.apply(x, weight, bias, _pair(stride), _pair(padding),
+                                   _pair(dilation))[0]
