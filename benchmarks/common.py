@@ -82,6 +82,18 @@ def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: 
     return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 
+def two_forms_row(setting: dict[str, Any], times: dict[str, float], label: str) -> dict[str, Any]:
+    """A row timing two forms of one computation: ``setting`` and, for the forms ``base`` and
+    ``other`` (``times``' two keys, in order), ``<form>_us`` and ``<other>_over_<base>``; printed
+    after ``label``."""
+    base, other = times
+    row = {**setting, f"{base}_us": times[base] * 1e6, f"{other}_us": times[other] * 1e6,
+           f"{other}_over_{base}": times[other] / times[base]}
+    print(f"{label}  {base} {row[f'{base}_us']:8.0f} us  {other} {row[f'{other}_us']:8.0f} us"
+          f"  ratio {row[f'{other}_over_{base}']:.2f}")
+    return row
+
+
 def timing_arguments(description: str, out: Path, seconds: float,
                      extra: Callable[[argparse.ArgumentParser], Any] | None = None
                      ) -> argparse.Namespace:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from common import interleaved, run_timing
+from common import interleaved, run_timing, two_forms_row
 from torch.nn import functional
 
 from torchboost.learners.one_channel_conv import _OneChannelConv2d
@@ -58,14 +58,11 @@ def measure(device: str, min_seconds: float, repeats: int) -> list[dict]:
         shape = (batch, channels, side, outputs, kernel, stride, padding, device)
         times = interleaved({"torch": _step(*shape, functional.conv2d),
                              "patches": _step(*shape, _patches)}, device, min_seconds, repeats)
-        rows.append({"batch": batch, "channels": channels, "side": side, "outputs": outputs,
-                     "kernel": kernel, "stride": stride, "padding": padding,
-                     "torch_us": times["torch"] * 1e6, "patches_us": times["patches"] * 1e6,
-                     "patches_over_torch": times["patches"] / times["torch"]})
-        r = rows[-1]
-        print(f"B={batch:4d} C={channels} H={side:3d} O={outputs:4d} k={kernel} s={stride} "
-              f"p={padding}  torch {r['torch_us']:8.0f} us  patches {r['patches_us']:8.0f} us"
-              f"  ratio {r['patches_over_torch']:.2f}")
+        rows.append(two_forms_row(
+            {"batch": batch, "channels": channels, "side": side, "outputs": outputs,
+             "kernel": kernel, "stride": stride, "padding": padding}, times,
+            f"B={batch:4d} C={channels} H={side:3d} O={outputs:4d} k={kernel} s={stride} "
+            f"p={padding}"))
     return rows
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from common import interleaved, run_timing
+from common import interleaved, run_timing, two_forms_row
 
 from torchboost.learners.stacked_sequential import _StackedLinear
 
@@ -51,14 +51,11 @@ def measure(device: str, min_seconds: float, repeats: int) -> list[dict]:
             {"plain": _head(k, batch, features, outputs, device, _plain),
              "transposed": _head(k, batch, features, outputs, device, _StackedLinear.apply)},
             device, min_seconds, repeats)
-        rows.append({"k": k, "batch": batch, "features": features, "outputs": outputs,
-                     "entries": k * batch * features, "plain_us": times["plain"] * 1e6,
-                     "transposed_us": times["transposed"] * 1e6,
-                     "transposed_over_plain": times["transposed"] / times["plain"]})
-        r = rows[-1]
-        print(f"k={k:3d} B={batch:4d} F={features:4d} O={outputs:3d} ({r['entries']:8d} entries)"
-              f"  plain {r['plain_us']:8.0f} us  transposed {r['transposed_us']:8.0f} us"
-              f"  ratio {r['transposed_over_plain']:.2f}")
+        entries = k * batch * features
+        rows.append(two_forms_row(
+            {"k": k, "batch": batch, "features": features, "outputs": outputs,
+             "entries": entries}, times,
+            f"k={k:3d} B={batch:4d} F={features:4d} O={outputs:3d} ({entries:8d} entries)"))
     return rows
 
 
