@@ -5,8 +5,10 @@ A convolution of one-channel images (all learners' output channels at once, as t
 learners' first layer computes it), forward and backward to its weight and bias, as torch's
 ``functional.conv2d`` under autograd (*torch*) and as :func:`one_channel_conv2d` (*patches*),
 in alternating windows. ``ConvNet`` stacked 8 and 64 times is ``O = 40`` and ``320``
-(5 channels each, kernel 5, stride 2, 28×28 images, batch 64). A three-channel row, which the
-library leaves to torch, is timed with ``functional.unfold``'s patches for reference.
+(5 channels each, kernel 5, stride 2, 28×28 images, batch 64), ``O = 5`` one ConvNet. Every
+one-channel row is timed as patches, also where the library leaves it to torch (large images
+with few channels, :data:`~torchboost.learners.one_channel_conv.PATCHES_UP_TO`); a
+three-channel row, also left to torch, with ``functional.unfold``'s patches, for reference.
 
     OMP_NUM_THREADS=1 python benchmarks/one_channel_conv.py            # ~1 min
 """
@@ -23,7 +25,8 @@ from torchboost.learners.one_channel_conv import _OneChannelConv2d
 
 #: (batch B, input channels C, image side H, output channels O, kernel, stride, padding)
 SHAPES = [(64, 1, 28, 40, 5, 2, 0), (64, 1, 28, 320, 5, 2, 0), (256, 1, 28, 40, 5, 2, 0),
-          (64, 1, 28, 40, 3, 1, 1), (16, 1, 8, 4, 3, 1, 0), (64, 3, 32, 64, 5, 2, 0)]
+          (64, 1, 28, 40, 3, 1, 1), (64, 1, 28, 5, 5, 2, 0), (16, 1, 8, 4, 3, 1, 0),
+          (256, 1, 128, 2, 5, 1, 0), (64, 3, 32, 64, 5, 2, 0)]
 
 
 def _patches(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int,

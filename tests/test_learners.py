@@ -265,19 +265,21 @@ def test_large_stacked_heads_take_their_own_gradients_and_equal_the_plain_produc
 @pytest.mark.parametrize("shape", [
     ((4, 1, 9, 11), (3, 1, 3, 2), (2, 1), (1, 2), (1, 2), True),
     ((2, 1, 28, 28), (40, 1, 5, 5), 2, 0, 1, True),
-    ((3, 1, 7, 7), (2, 1, 3, 3), 1, 0, 1, False),
-], ids=["strided_padded_dilated", "mnist_stem", "no_bias"])
+    ((3, 1, 7, 7), (2, 1, 3, 3), (1,), (1,), (2,), False),
+], ids=["strided_padded_dilated", "mnist_stem", "one_element_tuples_no_bias"])
 def test_one_channel_convolution_as_patches_equals_torch(shape):
     """The first convolution of one-channel images as products of their patches equals
-    ``functional.conv2d``: values and the gradients of images, weight and bias (float64,
-    against autograd's finite differences too), for strides, padding and dilation per axis."""
-    from torchboost.learners.one_channel_conv import one_channel_conv2d
+    ``functional.conv2d``: values and the gradients of weight and bias (float64, against
+    finite differences too, and differentiated twice), for strides, padding and dilation per
+    axis or as one-element tuples, and without a bias."""
+    from torchboost.learners.one_channel_conv import one_channel_applies, one_channel_conv2d
     image, kernel, stride, padding, dilation, with_bias = shape
     torch.manual_seed(0)
-    x = torch.randn(image, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(image, dtype=torch.float64)
     weight = torch.randn(kernel, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(kernel[0], dtype=torch.float64, requires_grad=True) if with_bias else None
-    inputs = [t for t in (x, weight, bias) if t is not None]
+    assert one_channel_applies(x, weight, stride, padding, dilation)
+    inputs = [t for t in (weight, bias) if t is not None]
     out = one_channel_conv2d(x, weight, bias, stride, padding, dilation)
     reference = nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
     assert out.grad_fn.name() == "_OneChannelConv2dBackward"
@@ -286,24 +288,51 @@ def test_one_channel_convolution_as_patches_equals_torch(shape):
     for got, expected in zip(torch.autograd.grad(out, inputs, grad),
                              torch.autograd.grad(reference, inputs, grad), strict=True):
         torch.testing.assert_close(got, expected)
-    assert torch.autograd.gradcheck(
-        lambda *t: one_channel_conv2d(t[0], t[1], t[2] if with_bias else None, stride, padding,
-                                      dilation), inputs)
+
+    def conv(*params):
+        return one_channel_conv2d(x, params[0], params[1] if with_bias else None, stride,
+                                  padding, dilation)
+    assert torch.autograd.gradcheck(conv, inputs)
+    assert torch.autograd.gradgradcheck(conv, inputs)
 
 
-def test_one_channel_patches_apply_only_where_a_weight_is_differentiated_on_a_cpu():
-    """Patches for one-channel images whose convolution weight is differentiated; torch's kernel
-    for several channels, padding by name, predictions (no gradient) and frozen weights, and a
-    stacked MNIST learner's round takes them (its first layer's gradient node)."""
+def test_one_channel_patches_apply_only_where_they_are_torchs_convolution_and_pay():
+    """Patches for a non-empty batch of one-channel images that need no gradient, whose
+    convolution weight is differentiated, with a geometry torch accepts; torch's kernel for
+    several channels, padding by name, predictions (no gradient), frozen weights, images that
+    require a gradient (second derivatives through them), ``torch.func`` transforms and
+    forward-mode AD (no vmap rule, no jvp), zero or negative strides, dilations and padding
+    (torch states the error), a kernel past the image, an empty batch, and patches far larger
+    than the output (large images with few channels). A stacked MNIST learner's round takes
+    them (its first layer's gradient node)."""
+    from torch.autograd import forward_ad
+
     from torchboost.learners.one_channel_conv import one_channel_applies
     x, weight = torch.randn(2, 1, 8, 8), torch.randn(3, 1, 3, 3, requires_grad=True)
-    assert one_channel_applies(x, weight, 0)
+    assert one_channel_applies(x, weight, 1, 0, 1)
     assert not one_channel_applies(torch.randn(2, 3, 8, 8), torch.randn(3, 3, 3, 3,
-                                                                        requires_grad=True), 0)
-    assert not one_channel_applies(x, weight, "same")
-    assert not one_channel_applies(x, weight.detach(), 0)
+                                                                        requires_grad=True),
+                                   1, 0, 1)
+    assert not one_channel_applies(x, weight, 1, "same", 1)
+    assert not one_channel_applies(x, weight.detach(), 1, 0, 1)
+    assert not one_channel_applies(x.requires_grad_(), weight, 1, 0, 1)
+    x = x.detach()
     with torch.no_grad():
-        assert not one_channel_applies(x, weight, 0)
+        assert not one_channel_applies(x, weight, 1, 0, 1)
+    seen = []
+    torch.func.vmap(lambda t: seen.append(one_channel_applies(x, weight, 1, 0, 1)) or t)(
+        torch.zeros(2))
+    with forward_ad.dual_level():
+        seen.append(one_channel_applies(x, weight, 1, 0, 1))
+    assert seen == [False, False]
+    for stride, padding, dilation in [(0, 0, 1), ((1, 0), 0, 1), (1, -1, 1), (1, 0, 0)]:
+        assert not one_channel_applies(x, weight, stride, padding, dilation)
+    assert not one_channel_applies(x, torch.randn(3, 1, 9, 9, requires_grad=True), 1, 0, 1)
+    assert one_channel_applies(x, torch.randn(3, 1, 9, 9, requires_grad=True), 1, 1, 1)
+    assert not one_channel_applies(x[:0], weight, 1, 0, 1)
+    large = torch.randn(32, 1, 128, 128)
+    assert not one_channel_applies(large, torch.randn(2, 1, 5, 5, requires_grad=True), 1, 0, 1)
+    assert one_channel_applies(large, torch.randn(32, 1, 5, 5, requires_grad=True), 1, 0, 1)
     engine = WeakLearners(lambda: ConvNet(), 3, mode="stacked").engine
     nodes, names = [engine(torch.randn(4, 1, 28, 28), 3).grad_fn], set()
     while nodes:  # every node of the round's graph
@@ -313,6 +342,29 @@ def test_one_channel_patches_apply_only_where_a_weight_is_differentiated_on_a_cp
     assert "_OneChannelConv2dBackward" in names and "ConvolutionBackward0" not in names
     with torch.no_grad():
         assert engine(torch.randn(4, 1, 28, 28), 3).grad_fn is None
+
+
+def test_stacked_one_channel_learners_with_unusual_settings_learn_as_in_a_loop():
+    """A first convolution given one-element tuples (which ``nn.Conv2d`` keeps as given) trains
+    stacked as in a loop; one torch refuses (stride 0) raises the same error both ways."""
+    def factory(stride):
+        return lambda: nn.Sequential(nn.Conv2d(1, 2, 3, stride=stride, padding=(1,)), nn.ReLU(),
+                                     nn.Flatten(), nn.Linear(72, 10))
+    x, y = torch.randn(8, 1, 12, 12), torch.randint(0, 10, (8,))
+    predictions = []
+    for mode in ("stacked", "loop"):
+        torch.manual_seed(0)
+        booster = SGB(factory((2,)), n_learners=3, loss="softmax", n_outputs=10, mode=mode)
+        for _ in range(3):
+            booster.learn(x, y)
+        predictions.append(booster.predict(x))
+    torch.testing.assert_close(predictions[0], predictions[1], atol=1e-5, rtol=1e-4)
+    errors = []
+    for mode in ("stacked", "loop"):
+        with pytest.raises(ValueError) as error:
+            SGB(factory(0), n_learners=3, loss="softmax", n_outputs=10, mode=mode).learn(x, y)
+        errors.append(str(error.value))
+    assert "non-positive stride" in errors[0] and errors[0] == errors[1]
 
 
 def test_one_output_mlps_store_their_first_layer_hidden_major():

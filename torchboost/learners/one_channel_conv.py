@@ -3,19 +3,20 @@ CPU as one product of the image's patches.
 
 For a convolution with one input channel, torch's CPU kernel (oneDNN) computes the weight's
 gradient slowly: for the paper's MNIST learner stacked eight times (``Conv2d(1, 8·5, 5,
-stride=2)``, a batch of 64) forward and backward took 4.0 ms, the larger part of a round.
+stride=2)``, a batch of 64) forward and backward took 4.1 ms, the larger part of a round.
 Written as products of the patches — the ``(B, kh·kw, Ho·Wo)`` windows of the image (one
 strided copy, no ``unfold``), ``output = weight · patches + bias`` and ``∂weight = Σ_b grad_b ·
-patches_bᵀ``, batched matrix products — they took 0.35× that, and 0.37-0.53× for 64 learners,
-a batch of 256 or a 3×3 kernel (``python benchmarks/one_channel_conv.py``). Inputs of several
-channels are left to torch's kernel, which is faster there (3 channels: 1.45× slower as
-patches).
+patches_bᵀ``, batched matrix products — they took 0.37× that, 0.40-0.55× for 64 learners, a
+batch of 256 or a 3×3 kernel, 0.66× for one learner (``python
+benchmarks/one_channel_conv.py``). Inputs of several channels are left to torch's kernel,
+which is faster there (3 channels: 1.59× slower as patches).
 
-It applies (:func:`one_channel_applies`) where the weight is differentiated on a CPU, eagerly:
-the stacked learners' first layer an ``nn.Conv2d`` of one input channel and zero padding given
-as numbers. Predictions, compiled and exported graphs and other devices take
-``functional.conv2d``; the results are the same up to rounding (the products sum in another
-order).
+It applies (:func:`one_channel_applies`) where the weight is differentiated on a CPU, eagerly,
+and the images need no gradient: the stacked learners' first layer an ``nn.Conv2d`` of one
+input channel, zero padding given as numbers, a geometry torch accepts, and patches that take
+little memory (:data:`PATCHES_UP_TO`). Predictions, compiled and exported graphs, ``torch.func``
+transforms, other devices and every other case take ``functional.conv2d``; the results are the
+same up to rounding (the products sum in another order).
 """
 
 from __future__ import annotations
@@ -24,24 +25,58 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 from torch.nn import functional
 
-__all__ = ["one_channel_applies", "one_channel_conv2d", "patches"]
+__all__ = ["PATCHES_UP_TO", "one_channel_applies", "one_channel_conv2d", "patches"]
 
 
-def one_channel_applies(x: Tensor, weight: Tensor, padding: Any) -> bool:
-    """Whether :func:`one_channel_conv2d` computes ``functional.conv2d(x, weight, ...)`` (module
-    docstring): a batch of one-channel images ``(B, 1, H, W)`` on a CPU, a weight
-    ``(O, 1, kh, kw)`` to differentiate, padding given as numbers, not traced."""
-    return (x.device.type == "cpu" and x.ndim == 4 and x.shape[1] == 1 and weight.ndim == 4
-            and weight.shape[1] == 1 and not isinstance(padding, str)
-            and torch.is_grad_enabled() and weight.requires_grad
+#: the most entries a batch's patches may hold beyond the output's own count (they are kept for
+#: the backward): 2²¹, 8 MiB in float32. Large images with few channels at stride 1 (256
+#: images of 128 × 128, 2 channels, 5 × 5) would keep 12.5 times the output and run 1.10×
+#: torch's time (``benchmarks/one_channel_conv.py``), so torch's kernel takes them.
+PATCHES_UP_TO = 2**21
+
+
+def one_channel_applies(x: Tensor, weight: Tensor, stride: Any, padding: Any,
+                        dilation: Any) -> bool:
+    """Whether :func:`one_channel_conv2d` computes ``functional.conv2d(x, weight, None, stride,
+    padding, dilation)`` (module docstring) and pays: a non-empty batch of one-channel images
+    ``(B, 1, H, W)`` on a CPU that needs no gradient, a weight ``(O, 1, kh, kw)`` to
+    differentiate, outside ``torch.func`` transforms and forward-mode AD (the function has
+    neither a vmap rule nor a jvp), not traced; strides and dilations positive, padding
+    non-negative numbers and a kernel that fits the padded image (torch's kernel states every
+    other case in its own words); patches at most as many as the output's entries or
+    :data:`PATCHES_UP_TO`."""
+    if not (x.device.type == "cpu" and x.ndim == 4 and x.shape[0] > 0 and x.shape[1] == 1
+            and weight.ndim == 4 and weight.shape[1] == 1 and not isinstance(padding, str)
+            and torch.is_grad_enabled() and weight.requires_grad and not x.requires_grad
             and not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
-            and not torch.jit.is_tracing())
+            and not torch.jit.is_tracing() and _functorch_level() is None
+            and forward_ad._current_level < 0):
+        return False
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        return False
+    span_h = x.shape[2] + 2 * ph - dh * (weight.shape[2] - 1)
+    span_w = x.shape[3] + 2 * pw - dw * (weight.shape[3] - 1)
+    if span_h < 1 or span_w < 1:
+        return False
+    positions = ((span_h - 1) // sh + 1) * ((span_w - 1) // sw + 1) * x.shape[0]
+    entries = positions * weight.shape[2] * weight.shape[3]
+    return entries <= max(positions * weight.shape[0], PATCHES_UP_TO)
+
+
+def _functorch_level() -> Any:
+    """The innermost ``torch.func`` transform around the call (``None``: none)."""
+    return torch._C._functorch.peek_interpreter_stack()
 
 
 def _pair(value: int | tuple[int, ...]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else (value[0], value[1])
+    """An ``nn.Conv2d`` setting as two numbers: an int or a one-element tuple for both axes."""
+    if isinstance(value, int):
+        return value, value
+    return (value[0], value[0]) if len(value) == 1 else (value[0], value[1])
 
 
 def patches(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int],
@@ -63,8 +98,8 @@ def patches(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int],
 
 class _OneChannelConv2d(torch.autograd.Function):
     """``functional.conv2d`` of one-channel images as products of their patches, with the
-    weight's gradient ``Σ_b grad_b · patches_bᵀ`` and the bias's ``Σ grad``; the images'
-    gradient, rarely wanted, by torch's kernel."""
+    weight's gradient ``Σ_b grad_b · patches_bᵀ`` and the bias's ``Σ grad`` (none for the
+    images: :func:`one_channel_applies` asks that they need none)."""
 
     @staticmethod
     def forward(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int],
@@ -78,21 +113,17 @@ class _OneChannelConv2d(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
-        x, weight, _, ctx.stride, ctx.padding, ctx.dilation = inputs
-        ctx.image_shape = x.shape
+        ctx.weight_shape = inputs[1].shape
         ctx.mark_non_differentiable(output[1])
-        ctx.save_for_backward(output[1], weight)
+        ctx.save_for_backward(output[1])
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, _: Tensor | None) -> tuple[Tensor | None, ...]:
-        cols, weight = ctx.saved_tensors
+        (cols,) = ctx.saved_tensors
         wants = ctx.needs_input_grad
         flat = grad.reshape(grad.shape[0], grad.shape[1], -1)
-        return (torch.nn.grad.conv2d_input(ctx.image_shape, weight, grad, ctx.stride,
-                                           ctx.padding, ctx.dilation) if wants[0] else None,
-                torch.bmm(flat, cols.transpose(1, 2)).sum(0).view_as(weight)
-                if wants[1] else None,
-                flat.sum((0, 2)) if wants[2] else None, None, None, None)
+        return (None, torch.bmm(flat, cols.transpose(1, 2)).sum(0).view(ctx.weight_shape)
+                if wants[1] else None, flat.sum((0, 2)) if wants[2] else None, None, None, None)
 
 
 def one_channel_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None,

@@ -212,7 +212,7 @@ def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tenso
             stacked, bias = params[prefix + "weight"], params.get(prefix + "bias")
             weight, bias = stacked.flatten(0, 1), bias.flatten() if bias is not None else None
             if width == 0 and type(layer) is nn.Conv2d and one_channel_applies(
-                    h, weight, layer.padding):  # its weight's gradient 3x as fast
+                    h, weight, layer.stride, layer.padding, layer.dilation):  # 3x as fast
                 h = one_channel_conv2d(h, weight, bias, layer.stride, layer.padding,
                                        layer.dilation)
             else:
