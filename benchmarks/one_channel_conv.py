@@ -21,7 +21,7 @@ import torch
 from common import interleaved, run_timing, two_forms_row
 from torch.nn import functional
 
-from torchboost.learners.one_channel_conv import _OneChannelConv2d
+from torchboost.learners.one_channel_conv import Geometry, one_channel_conv2d
 
 #: (batch B, input channels C, image side H, output channels O, kernel, stride, padding)
 SHAPES = [(64, 1, 28, 40, 5, 2, 0), (64, 1, 28, 320, 5, 2, 0), (256, 1, 28, 40, 5, 2, 0),
@@ -31,11 +31,11 @@ SHAPES = [(64, 1, 28, 40, 5, 2, 0), (64, 1, 28, 320, 5, 2, 0), (256, 1, 28, 40, 
 
 def _patches(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int,
              padding: int) -> torch.Tensor:
-    if x.shape[1] == 1:
-        return _OneChannelConv2d.apply(x, weight, bias, (stride, stride), (padding, padding),
-                                       (1, 1))[0]
-    cols = functional.unfold(x, weight.shape[2:], padding=padding, stride=stride)
     side = (x.shape[2] + 2 * padding - weight.shape[2]) // stride + 1
+    if x.shape[1] == 1:  # also where one_channel_geometry would leave it to torch
+        return one_channel_conv2d(x, weight, bias, Geometry((stride, stride), (padding, padding),
+                                                            (1, 1), side, side))
+    cols = functional.unfold(x, weight.shape[2:], padding=padding, stride=stride)
     out = torch.baddbmm(bias.view(1, -1, 1), weight.flatten(1).expand(len(x), -1, -1), cols)
     return out.view(len(x), -1, side, side)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 
@@ -13,6 +14,7 @@ from torch import nn
 from torchboost import SGB, ConvNet, TwoLayerNet, WeakLearners
 from torchboost.learners import BoundedOutput
 from torchboost.learners.optimizers import DEFAULT_OPTIMIZER
+from torchboost.testing import assert_same
 
 
 def _pair(factory, n, **kwargs):
@@ -272,15 +274,16 @@ def test_one_channel_convolution_as_patches_equals_torch(shape):
     ``functional.conv2d``: values and the gradients of weight and bias (float64, against
     finite differences too, and differentiated twice), for strides, padding and dilation per
     axis or as one-element tuples, and without a bias."""
-    from torchboost.learners.one_channel_conv import one_channel_applies, one_channel_conv2d
+    from torchboost.learners.one_channel_conv import one_channel_conv2d, one_channel_geometry
     image, kernel, stride, padding, dilation, with_bias = shape
     torch.manual_seed(0)
     x = torch.randn(image, dtype=torch.float64)
     weight = torch.randn(kernel, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(kernel[0], dtype=torch.float64, requires_grad=True) if with_bias else None
-    assert one_channel_applies(x, weight, stride, padding, dilation)
+    geometry = one_channel_geometry(x, weight, stride, padding, dilation)
+    assert geometry is not None
     inputs = [t for t in (weight, bias) if t is not None]
-    out = one_channel_conv2d(x, weight, bias, stride, padding, dilation)
+    out = one_channel_conv2d(x, weight, bias, geometry)
     reference = nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
     assert out.grad_fn.name() == "_OneChannelConv2dBackward"
     torch.testing.assert_close(out, reference)
@@ -290,8 +293,7 @@ def test_one_channel_convolution_as_patches_equals_torch(shape):
         torch.testing.assert_close(got, expected)
 
     def conv(*params):
-        return one_channel_conv2d(x, params[0], params[1] if with_bias else None, stride,
-                                  padding, dilation)
+        return one_channel_conv2d(x, params[0], params[1] if with_bias else None, geometry)
     assert torch.autograd.gradcheck(conv, inputs)
     assert torch.autograd.gradgradcheck(conv, inputs)
 
@@ -307,7 +309,10 @@ def test_one_channel_patches_apply_only_where_they_are_torchs_convolution_and_pa
     them (its first layer's gradient node)."""
     from torch.autograd import forward_ad
 
-    from torchboost.learners.one_channel_conv import one_channel_applies
+    from torchboost.learners.one_channel_conv import one_channel_geometry
+
+    def one_channel_applies(*args):
+        return one_channel_geometry(*args) is not None
     x, weight = torch.randn(2, 1, 8, 8), torch.randn(3, 1, 3, 3, requires_grad=True)
     assert one_channel_applies(x, weight, 1, 0, 1)
     assert not one_channel_applies(torch.randn(2, 3, 8, 8), torch.randn(3, 3, 3, 3,
@@ -346,7 +351,8 @@ def test_one_channel_patches_apply_only_where_they_are_torchs_convolution_and_pa
 
 def test_stacked_one_channel_learners_with_unusual_settings_learn_as_in_a_loop():
     """A first convolution given one-element tuples (which ``nn.Conv2d`` keeps as given) trains
-    stacked as in a loop; one torch refuses (stride 0) raises the same error both ways."""
+    stacked as in a loop; one torch refuses (stride 0) raises the same error both ways and
+    leaves the booster bitwise as it was."""
     def factory(stride):
         return lambda: nn.Sequential(nn.Conv2d(1, 2, 3, stride=stride, padding=(1,)), nn.ReLU(),
                                      nn.Flatten(), nn.Linear(72, 10))
@@ -361,9 +367,12 @@ def test_stacked_one_channel_learners_with_unusual_settings_learn_as_in_a_loop()
     torch.testing.assert_close(predictions[0], predictions[1], atol=1e-5, rtol=1e-4)
     errors = []
     for mode in ("stacked", "loop"):
+        booster = SGB(factory(0), n_learners=3, loss="softmax", n_outputs=10, mode=mode)
+        before = copy.deepcopy(booster.state_dict())
         with pytest.raises(ValueError) as error:
-            SGB(factory(0), n_learners=3, loss="softmax", n_outputs=10, mode=mode).learn(x, y)
+            booster.learn(x, y)
         errors.append(str(error.value))
+        assert_same(booster.state_dict(), before)
     assert "non-positive stride" in errors[0] and errors[0] == errors[1]
 
 

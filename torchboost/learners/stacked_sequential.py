@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from torchboost.learners.one_channel_conv import one_channel_applies, one_channel_conv2d
+from torchboost.learners.one_channel_conv import one_channel_conv2d, one_channel_geometry
 
 __all__ = ["CONVOLUTIONS", "ELEMENTWISE_LAYERS", "SequentialPlan", "hidden_major",
            "hidden_major_prefix", "is_plain_flatten", "sequential_plan", "stacked_linear",
@@ -211,10 +211,11 @@ def stacked_sequential(plan: SequentialPlan, params: dict[str, Tensor], x: Tenso
         elif type(layer) in CONVOLUTIONS:  # shared input: k·C channels; wide: k groups
             stacked, bias = params[prefix + "weight"], params.get(prefix + "bias")
             weight, bias = stacked.flatten(0, 1), bias.flatten() if bias is not None else None
-            if width == 0 and type(layer) is nn.Conv2d and one_channel_applies(
-                    h, weight, layer.stride, layer.padding, layer.dilation):  # 3x as fast
-                h = one_channel_conv2d(h, weight, bias, layer.stride, layer.padding,
-                                       layer.dilation)
+            geometry = (one_channel_geometry(h, weight, layer.stride, layer.padding,
+                                             layer.dilation)
+                        if width == 0 and type(layer) is nn.Conv2d else None)
+            if geometry is not None:  # its weight's gradient 3x as fast
+                h = one_channel_conv2d(h, weight, bias, geometry)
             else:
                 h = CONVOLUTIONS[type(layer)](h, weight, bias, layer.stride, layer.padding,
                                               layer.dilation, 1 if width == 0 else k)
