@@ -31,11 +31,11 @@ def _cost(booster, x, y, rounds: int = 70) -> tuple[int, int]:
 
 def _reads_no_device(event) -> bool:
     """Whether ``event`` runs inside a fused optimizer kernel (on a CPU, torch's fused Adam
-    reads each step count as a number inside the kernel; on CUDA it reads none) or dynamo's
-    guards (which read the values of 0-dim float64 CPU tensors, the running counts; not of a
-    GPU's): no device to wait for."""
+    reads each step count as a number inside the kernel; on CUDA it reads none): no device to
+    wait for. (dynamo's guards read none either: they would read the value of a 0-dim float64
+    CPU tensor, which is why the standardiser's counts have one element.)"""
     while event is not None:
-        if event.name.startswith("aten::_fused_") or event.name == "TorchDynamo Cache Lookup":
+        if event.name.startswith("aten::_fused_"):
             return True
         event = event.cpu_parent
     return False

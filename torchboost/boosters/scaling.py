@@ -87,7 +87,9 @@ class RunningMoments(nn.Module):
 
     def __init__(self, indicators: bool = False) -> None:
         super().__init__()
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        # one element, not a 0-dim tensor: torch.compile reads a 0-dim float64 input's value
+        # on the host at every call (a host sync, and a Python guard) to specialise on it
+        self.register_buffer("count", torch.zeros(1, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("sq_dev", torch.zeros(0, dtype=torch.float64))
         #: Σ |v (v − 1)| over the values seen so far, per column: 0 for an indicator column
@@ -135,7 +137,7 @@ class RunningMoments(nn.Module):
                 mean = total[:-1] / total[-1]
             else:
                 mean = total / size
-            count, sq_dev = mean.new_zeros(()), torch.zeros_like(mean)
+            count, sq_dev = mean.new_zeros(1), torch.zeros_like(mean)
         else:
             count, mean, sq_dev = self.count, self.mean, self.sq_dev
         deviations = values.double() - (mean if values.ndim == 2
@@ -223,6 +225,9 @@ class RunningMoments(nn.Module):
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
                               **kwargs: Any) -> None:
+        count = state_dict.get(prefix + "count")
+        if count is not None and count.ndim == 0:  # saved before the count had one element
+            state_dict[prefix + "count"] = count.reshape(1)
         for name in ("mean", "sq_dev", "off_01"):  # sized by the first batch: the saved size
             saved = state_dict.get(prefix + name)
             current = getattr(self, name)
