@@ -156,6 +156,34 @@ def test_statistics_are_saved_and_loaded():
             optimizer_kwargs={"lr": 1e-2}, standardize=False).load_state_dict(state)
 
 
+def test_states_saved_with_0_dim_counts_load_and_train_on_alike():
+    """The counts had no dimension before they had one element (torch.compile read a 0-dim
+    float64 input's value on the host at every call): such a checkpoint loads, and the
+    booster learns from it exactly as from its own state."""
+    booster, _ = _trained(standardize=True)
+    state = booster.state_dict()
+    assert state["standardizer.features.count"].shape == (1,)
+    old = {k: v.reshape(()) if k.endswith("standardizer.features.count")
+           or k.endswith("standardizer.labels.count") else v for k, v in state.items()}
+    assert old["standardizer.labels.count"].shape == ()
+    replicas = []
+    for saved in (state, old):
+        torch.manual_seed(1)
+        fresh = SGB(lambda: TwoLayerNet(5, 8, 1, "relu"), "squared", n_learners=4,
+                    optimizer_kwargs={"lr": 1e-2}, standardize=True)
+        fresh.load_state_dict(saved)
+        assert fresh.standardizer.labels.count.shape == (1,)
+        x, y = regression_stream(64, seed=4)
+        fresh.learn(x, y)
+        replicas.append(fresh)
+    assert replicas[1].standardizer.labels.count.item() == 512 + 64
+    for a, b in zip(replicas[0].state_dict().values(), replicas[1].state_dict().values(),
+                    strict=True):  # tensors bitwise, the optimizers' states by their repr
+        assert torch.equal(a, b) if torch.is_tensor(a) else repr(a) == repr(b)
+    x = regression_stream(16, seed=5)[0]
+    assert torch.equal(replicas[0].predict(x), replicas[1].predict(x))
+
+
 def test_classifiers_standardize_features_only():
     booster = SGB(lambda: TwoLayerNet(2, 4, 1), "logistic", n_learners=2, standardize=True)
     booster.learn(torch.randn(8, 2) * 100, torch.tensor([0, 1] * 4))
