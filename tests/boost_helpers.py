@@ -144,6 +144,33 @@ class InterruptedLinear(nn.Module):
         return self.linear(x)
 
 
+#: a host read of a tensor's value (``.item()``, ``bool()``, ``float()``) as torch.profiler names it
+SYNC = "aten::_local_scalar_dense"
+
+
+def ops_and_syncs(step: Any) -> tuple[int, int]:
+    """ATen operations and host syncs of one call of ``step``, as torch.profiler records them
+    (nested operations included; syncs inside a fused optimizer kernel left out: on a CPU
+    torch's fused Adam reads each step count as a number inside the kernel, on CUDA it reads
+    none, so there is no device to wait for). dynamo's guards are not excused: they would read
+    the value of a 0-dim float64 CPU tensor, which is why the standardiser's counts have one
+    element."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    events = [e for e in prof.events() if e.name.startswith("aten::")]
+    return len(events), sum(e.name == SYNC and not _in_fused_kernel(e) for e in events)
+
+
+def _in_fused_kernel(event: Any) -> bool:
+    while event is not None:
+        if event.name.startswith("aten::_fused_"):
+            return True
+        event = event.cpu_parent
+    return False
+
+
 def _compiles() -> bool:
     try:
         return bool(torch.compile(torch.sin)(torch.zeros(1)) == 0)

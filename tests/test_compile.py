@@ -10,7 +10,7 @@ import copy
 
 import pytest
 import torch
-from boost_helpers import assert_identical, compiles
+from boost_helpers import assert_identical, compiles, ops_and_syncs
 from torch import nn
 
 from torchboost import (
@@ -103,6 +103,8 @@ def test_the_whole_compiled_round_equals_the_eager_one(build, labels):
              else torch.randn(16, generator=g) * 1e3)
         assert torch.allclose(compiled.learn(x, y), eager.learn(x, y), rtol=1e-5, atol=1e-3)
     assert _fused(compiled)
+    assert ops_and_syncs(lambda: compiled.learn(x, y))[1] == 1  # its checks, read once
+    eager.learn(x, y)
     for a, b in zip(compiled.parameters(), eager.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
         assert _layout(a.grad) == _layout(a) == _layout(b.grad)  # as the backward lays it out

@@ -8,12 +8,9 @@ import warnings
 
 import pytest
 import torch
-from boost_helpers import compiles
-from torch.profiler import ProfilerActivity, profile
+from boost_helpers import compiles, ops_and_syncs
 
 from torchboost import OGB, SGB, ConvNet, ResidualSGB, SingleLearner, TwoLayerNet
-
-SYNC = "aten::_local_scalar_dense"
 
 
 def _cost(booster, x, y, rounds: int = 70) -> tuple[int, int]:
@@ -23,22 +20,7 @@ def _cost(booster, x, y, rounds: int = 70) -> tuple[int, int]:
         warnings.simplefilter("ignore")
         for _ in range(rounds):
             booster.learn(x, y)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            booster.learn(x, y)
-    events = [e for e in prof.events() if e.name.startswith("aten::")]
-    return len(events), sum(e.name == SYNC and not _reads_no_device(e) for e in events)
-
-
-def _reads_no_device(event) -> bool:
-    """Whether ``event`` runs inside a fused optimizer kernel (on a CPU, torch's fused Adam
-    reads each step count as a number inside the kernel; on CUDA it reads none): no device to
-    wait for. (dynamo's guards read none either: they would read the value of a 0-dim float64
-    CPU tensor, which is why the standardiser's counts have one element.)"""
-    while event is not None:
-        if event.name.startswith("aten::_fused_"):
-            return True
-        event = event.cpu_parent
-    return False
+        return ops_and_syncs(lambda: booster.learn(x, y))
 
 
 def _small(n: int = 8, **kwargs):
