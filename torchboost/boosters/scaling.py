@@ -87,8 +87,9 @@ class RunningMoments(nn.Module):
 
     def __init__(self, indicators: bool = False) -> None:
         super().__init__()
-        # one element, not a 0-dim tensor: torch.compile reads a 0-dim float64 input's value
-        # on the host at every call (a host sync, and a Python guard) to specialise on it
+        # one element, not a 0-dim tensor: torch.compile traces a 0-dim float64 CPU input's
+        # value as a symbolic number, which its guards read at every call (a host sync, and a
+        # Python guard)
         self.register_buffer("count", torch.zeros(1, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("sq_dev", torch.zeros(0, dtype=torch.float64))
