@@ -32,6 +32,8 @@ from typing import Any
 
 from torch import Tensor
 
+from torchboost.scalars import scalar
+
 __all__ = ["DeferredChecks", "deferring", "require_finite", "require_true", "within"]
 
 
@@ -87,7 +89,7 @@ def within(value: Tensor, limit: float) -> Tensor:
     """A value finite exactly when ``0 <= value <= limit``: ``sqrt(limit − value)``, NaN for a
     value above the limit, inf or NaN. A comparison as a value for :func:`require_finite`,
     without reading it (for norms, which are never negative)."""
-    return (limit - value).sqrt()
+    return (scalar(limit, value) - value).sqrt()
 
 
 class deferring:  # used as a function: ``with deferring() as checks:``

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torchboost.deferred_checks import require_finite, require_true
+from torchboost.scalars import scalar
 
 __all__ = [
     "AbsoluteLoss",
@@ -224,7 +225,7 @@ class SquaredLoss(Loss):
 
     def value(self, y: Tensor, z: Tensor) -> Tensor:
         residual = y - z
-        return (residual * residual).sum(-1) / 2.0
+        return (residual * residual).sum(-1) / scalar(2.0, residual)
 
     def gradient(self, y: Tensor, z: Tensor) -> Tensor:
         return y - z
