@@ -32,8 +32,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
 
-#: the functions whose operations are the weak learners' own work
-LEARNER_FUNCTIONS = ("stacked_sequential", "step_outputs", "_fused_adam", "wrapper")
+#: the functions whose operations are the weak learners' own work (``wrapper``: an optimizer's
+#: ``step``; ``foreach_schedule_free_step``: the stacked schedule-free learners')
+LEARNER_FUNCTIONS = ("stacked_sequential", "step_outputs", "_fused_adam", "wrapper",
+                     "foreach_schedule_free_step")
 
 
 class _Counter(TorchDispatchMode):

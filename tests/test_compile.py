@@ -1,7 +1,7 @@
 """``compile=True``: a round's arithmetic runs through ``torch.compile`` as one function
 (torchboost/boosters/compiled_round.py), or where that does not apply the standardiser update and
 the stacked learners' schedule-free step with its guards apart (torchboost/boosters/
-compiled_step.py, torchboost/boosters/scaling.py), and gives the eager results, raises the eager
+stacked_step.py, torchboost/boosters/scaling.py), and gives the eager results, raises the eager
 errors and rolls back as eagerly."""
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_the_round_compiles_whole_only_where_it_is_the_eager_one_and_faster(chan
         if handle is not None:
             handle.remove()
     assert not _fused(booster)
-    assert booster._transaction._compiled_step._compiled is not None  # the step, compiled
+    assert booster._transaction._stacked_step._compiled is not None  # the step, compiled
     assert (len(calls) >= 3) is ("hook" in change and change != "global hook")  # every round
     # ran the user's hook
 
@@ -245,7 +245,7 @@ def test_a_changing_batch_size_compiles_once_more_not_every_round():
 
 
 def test_the_compiled_step_leaves_what_it_does_not_repeat_to_the_package():
-    from torchboost.boosters.compiled_step import applies as step_applies
+    from torchboost.boosters.stacked_step import applies as step_applies
 
     torch.manual_seed(0)
     for dtype, applies in ((torch.float32, True), (torch.bfloat16, False)):
@@ -285,7 +285,7 @@ def test_where_torch_cannot_compile_the_round_runs_eagerly_and_says_so(monkeypat
                                                            "schedule_free_step"]
     assert "(RuntimeError: no C++ compiler found); it runs eagerly" in str(said[0].message)
     assert compiled._transaction._compiled_round._compiled.failed  # not tried again
-    assert compiled._transaction._compiled_step._compiled.failed
+    assert compiled._transaction._stacked_step._compiled.failed
     assert compiled.standardizer._prepare.failed
     for _ in range(2):  # said once; the same numbers as eager, bit for bit
         assert torch.equal(compiled.learn(x, y), eager.learn(x, y))

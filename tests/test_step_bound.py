@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from torchboost import SGB, TwoLayerNet
-from torchboost.boosters import guards
+from torchboost.boosters import guards, stacked_step
 from torchboost.boosters.step_bound import MomentInvariant, adam_update_bound
 from torchboost.learners import Prodigy
 
@@ -68,11 +68,13 @@ def test_no_bound_where_the_argument_does_not_apply(optimizer, kwargs):
 
 def _copies(booster: SGB, rounds: int, monkeypatch: pytest.MonkeyPatch) -> int:
     """Rounds that took the checked path (checks 3 and 4 after the step; the pre-step copies
-    they read are the round transaction's)."""
+    they read are the round transaction's): calls of the update norm, by the guard's hooks or
+    by the stacked schedule-free step."""
     calls = []
     original = guards._update_norm
-    monkeypatch.setattr(guards, "_update_norm",
-                        lambda *args: calls.append(1) or original(*args))
+    for module in (guards, stacked_step):
+        monkeypatch.setattr(module, "_update_norm",
+                            lambda *args: calls.append(1) or original(*args))
     x, y = torch.randn(rounds, 16, 5), torch.randn(rounds, 16)
     for xb, yb in zip(x, y, strict=True):
         booster.learn(xb, yb)

@@ -1,5 +1,5 @@
 """``torch.compile`` for one object's own use: what ``compile=True`` compiles
-(:mod:`~torchboost.boosters.compiled_step`, :class:`~torchboost.boosters.scaling.Standardizer`).
+(:mod:`~torchboost.boosters.stacked_step`, :class:`~torchboost.boosters.scaling.Standardizer`).
 
 torch keeps a function's compiled versions, and its limit of
 ``torch._dynamo.config.recompile_limit`` (8) of them, on the function's code object, shared by

@@ -119,7 +119,7 @@ class Booster(Prediction, PredictionBounds, ThreadChoice, RoundRecords, BoosterD
             backward, the targets and the schedule-free step with its guards — through
             ``torch.compile`` as one function (:mod:`~torchboost.boosters.compiled_round`;
             where that does not apply, the standardiser's update and the step apart,
-            :mod:`~torchboost.boosters.compiled_step`): the same arithmetic in a few generated
+            :mod:`~torchboost.boosters.stacked_step`): the same arithmetic in a few generated
             kernels, compiled at the first rounds (seconds), so worth it for a long stream
             (``docs/results/throughput.md`` measures it). Default ``False``.
         standardize: scale-free training (default on): features, and regression labels, are

@@ -7,7 +7,7 @@ about 600 small operations (``benchmarks/round_cost.py``): the standardiser's up
 targets (:meth:`~torchboost.boosters.base.Booster.plan_round`), check 1's sum
 (:func:`~torchboost.boosters.guards.check_round`), the learners' loss gradient, autograd's
 backward and the schedule-free AdamW step with checks 2-4
-(:func:`~torchboost.boosters.compiled_step.schedule_free_step`), then what the book-keeping
+(:func:`~torchboost.boosters.stacked_step.schedule_free_step`), then what the book-keeping
 and the stall monitor add up of the round (``Booster._round_sums``,
 :meth:`~torchboost.boosters.stall.StallMonitor.batch_sums`). :func:`_round_body` is that
 sequence, calling the very same functions: the backward is ``torch.func.vjp`` of the stacked
@@ -27,10 +27,10 @@ the direct GEMM path of :mod:`~torchboost.learners.stacked_sequential` (multi-la
 perceptrons; convolutions compiled whole were slower through ``vmap`` and no faster on the
 direct path, :func:`_plain_learners`) without buffers, hooks or random layers (a compiled
 Dropout draws other masks than the eager one), the schedule-free step
-:func:`~torchboost.boosters.compiled_step.applies` to with every parameter trainable, and
+:func:`~torchboost.boosters.stacked_step.applies` to with every parameter trainable, and
 (standardised boosters) once the first round has sized
 the statistics. Elsewhere ``compile=True`` compiles the step and the standardiser apart
-(:mod:`~torchboost.boosters.compiled_step`). One difference is visible outside the round, as
+(:mod:`~torchboost.boosters.stacked_step`). One difference is visible outside the round, as
 there: the parameters' ``.grad`` hold the gradients unscaled. A user's loss whose Python state
 changes at every call (a counter) makes torch compile the round again every round, up to its
 limit (``torch._dynamo.config.recompile_limit``), after which torch warns and runs it
@@ -46,14 +46,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchboost.boosters.compiled_step import (
-    applies,
-    schedule_free_step,
-    set_counters,
-    state_step_checks,
-    step_inputs,
-    values_on_device,
-)
 from torchboost.boosters.guards import (
     MAX_RELATIVE_UPDATE,
     _bad_rows,
@@ -61,6 +53,14 @@ from torchboost.boosters.guards import (
     _square_limit,
 )
 from torchboost.boosters.scaling import prepare
+from torchboost.boosters.stacked_step import (
+    applies,
+    schedule_free_step,
+    set_counters,
+    state_step_checks,
+    step_inputs,
+    values_on_device,
+)
 from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite
 from torchboost.learners.averaging import window_average

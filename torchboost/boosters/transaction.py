@@ -60,8 +60,8 @@ import torch
 from torch import Tensor, nn
 
 from torchboost.boosters.compiled_round import CompiledRound, Trained
-from torchboost.boosters.compiled_step import CompiledScheduleFreeStep
 from torchboost.boosters.guards import guard_step
+from torchboost.boosters.stacked_step import StackedScheduleFreeStep
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
@@ -230,8 +230,8 @@ class RoundTransaction:
         #: the learners as they were before the current round (:meth:`LearnerSnapshot.take`)
         self._saved = LearnerState([], [], [], [], [], 0)
         self._rollbacks: list[Callable[[], None]] = []
-        #: the learners' step with ``compile=True`` (:mod:`.compiled_step`)
-        self._compiled_step = CompiledScheduleFreeStep()
+        #: the stacked schedule-free learners' step (:mod:`.stacked_step`)
+        self._stacked_step = StackedScheduleFreeStep()
         #: the round's arithmetic with ``compile=True`` (:mod:`.compiled_round`)
         self._compiled_round = CompiledRound()
 
@@ -301,9 +301,9 @@ class RoundTransaction:
         """The learners' optimizer step (all of them, or learner ``index``) on the gradient of
         their losses with respect to their ``outputs``, guarded (module docstring): a
         non-finite or absurd step raises, and the transaction restores the learners."""
-        compiled = self._compiled_step.bound(learners, index, sync, self._saved.parameters)
-        if compiled is not None:  # compile=True: the step and checks 2-4 in one function
-            learners.step_outputs(outputs, output_grad, optimizer_step=compiled)
+        stacked = self._stacked_step.bound(learners, index, sync, self._saved.parameters)
+        if stacked is not None:  # stacked schedule-free learners: the step and checks 2-4
+            learners.step_outputs(outputs, output_grad, optimizer_step=stacked)
             return
         with guard_step(learners, index, self._saved.parameters):
             learners.step_outputs(outputs, output_grad, index=index, sync=sync)

@@ -48,7 +48,7 @@ class WeakLearners(StackingProbe, nn.Module):
             ``lr_fan_in / fan_in`` (see :class:`~torchboost.learners.optimizers.OptimizerSpec`;
             ``None``, the default: one rate for every parameter).
         compile: run the stacked learners' schedule-free step and its guards through
-            ``torch.compile`` (:mod:`~torchboost.boosters.compiled_step`); a booster's round
+            ``torch.compile`` (:mod:`~torchboost.boosters.stacked_step`); a booster's round
             compiles whole where it can, forward and backward included
             (:mod:`~torchboost.boosters.compiled_round`: multi-layer perceptrons; convolutions
             were no faster compiled whole). Stacked mode only; off by default: compiling
@@ -248,7 +248,7 @@ class WeakLearners(StackingProbe, nn.Module):
         With ``sync``, the parameter gradients are summed over the data-parallel replicas (one
         coalesced all-reduce) before the optimizers step. ``optimizer_step``: a call taking
         the optimizers' step instead (the compiled step of ``compile=True``,
-        :mod:`~torchboost.boosters.compiled_step`)."""
+        :mod:`~torchboost.boosters.stacked_step`)."""
         self._check_learning_point(index)
         self._zero_grad(index)
         outputs.backward(output_grad)

@@ -1,0 +1,163 @@
+"""The stacked schedule-free learners' eager step (torchboost/boosters/stacked_step.py): the
+``schedulefree`` package's ``AdamWScheduleFree.step`` in seven multi-tensor operations, taken by
+a default stacked round wherever it is the package's step, and nowhere else."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import schedulefree
+import torch
+
+from torchboost import SGB, TwoLayerNet
+from torchboost.boosters import stacked_step
+from torchboost.boosters.guards import DivergenceError
+from torchboost.boosters.stacked_step import (
+    applies,
+    foreach_schedule_free_step,
+    set_counters,
+    step_inputs,
+)
+from torchboost.testing import assert_same
+
+SHAPES = [(4, 3, 5), (4, 3), (4, 1, 3), (4, 1)]
+
+
+def _pair(dtype: torch.dtype) -> tuple[schedulefree.AdamWScheduleFree, ...]:
+    """Two package optimizers over equal stacked tensors in two groups (rates 0.1 and 0.02,
+    the second with weight decay and a warm-up), each stepped once by the package (its state
+    created), in train mode."""
+    torch.manual_seed(0)
+    made = []
+    tensors = [torch.randn(shape, dtype=dtype) for shape in SHAPES]
+    grads = [torch.randn(shape, dtype=dtype) for shape in SHAPES]
+    for _ in range(2):
+        params = [torch.nn.Parameter(t.clone()) for t in tensors]
+        opt = schedulefree.AdamWScheduleFree(
+            [{"params": params[:2]},
+             {"params": params[2:], "lr": 0.02, "weight_decay": 0.1, "warmup_steps": 3}],
+            lr=0.1, betas=(0.9, 0.99))
+        opt.train()
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.clone()
+        opt.step()
+        made.append(opt)
+    return tuple(made)
+
+
+def test_the_eager_step_is_the_packages_step_to_rounding():
+    """Five steps on the same gradients: the parameters (``y``), ``z`` and the second moments
+    agree with the package's to a few units in the last place (float64: the same arithmetic
+    rearranged), the groups' counters exactly, and the gradients are left as given."""
+    for dtype, tolerance in ((torch.float64, 1e-13), (torch.float32, 1e-5)):
+        package, ours = _pair(dtype)
+        assert applies(ours)
+        for step in range(5):
+            torch.manual_seed(step + 1)
+            grads = [torch.randn(shape, dtype=dtype) for shape in SHAPES]
+            params = [p for group in ours.param_groups for p in group["params"]]
+            for p, q, g in zip(params, (p for group in package.param_groups
+                                        for p in group["params"]), grads, strict=True):
+                p.grad, q.grad = g.clone(), g.clone()
+            before = [p.detach().clone() for p in params]
+            package.step()
+            inputs = step_inputs(ours, before, on_device=False)
+            foreach_schedule_free_step(inputs)
+            set_counters(ours, inputs.counters)
+            for p, g in zip(params, grads, strict=True):
+                assert torch.equal(p.grad, g)
+            for q, p in zip((p for group in package.param_groups for p in group["params"]),
+                            params, strict=True):
+                for theirs, mine in ((q, p), (package.state[q]["z"], ours.state[p]["z"]),
+                                     (package.state[q]["exp_avg_sq"],
+                                      ours.state[p]["exp_avg_sq"])):
+                    torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=tolerance,
+                                               atol=tolerance)
+            for theirs, mine in zip(package.param_groups, ours.param_groups, strict=True):
+                assert {k: v for k, v in mine.items() if k != "params"} == {
+                    k: v for k, v in theirs.items() if k != "params"}
+
+
+def test_one_entry_by_hand():
+    """One weight, by the package's formulas: ``v = β2 v + (1 − β2) g²``, ``ĝ = g / (sqrt(v /
+    (1 − β2^(k+1))) + ε)``, ``y ← (1 − c) y + c z + lr (β1 (1 − c) − 1) ĝ``, ``z ← z − lr ĝ``
+    with ``c = 1 / (k + 1)`` (constant rate, ``r = 0``)."""
+    y, z, v, g, lr, beta1, beta2, eps = 1.0, 0.5, 0.04, 0.3, 0.1, 0.9, 0.99, 1e-8
+    p = torch.nn.Parameter(torch.tensor([y], dtype=torch.float64))
+    opt = schedulefree.AdamWScheduleFree([p], lr=lr, betas=(beta1, beta2), eps=eps)
+    opt.train()
+    opt.state[p]["z"] = torch.tensor([z], dtype=torch.float64)
+    opt.state[p]["exp_avg_sq"] = torch.tensor([v], dtype=torch.float64)
+    group = opt.param_groups[0]
+    group["k"], group["weight_sum"], group["lr_max"] = 1, lr ** 2, lr  # one step taken
+    p.grad = torch.tensor([g], dtype=torch.float64)
+    inputs = step_inputs(opt, [p.detach().clone()], on_device=False)
+    foreach_schedule_free_step(inputs)
+    v_new = beta2 * v + (1 - beta2) * g * g
+    g_hat = g / ((v_new / (1 - beta2 ** 2)) ** 0.5 + eps)
+    c = 1 / 2
+    assert abs(float(opt.state[p]["exp_avg_sq"]) - v_new) < 1e-17
+    y_new = (1 - c) * y + c * z + lr * (beta1 * (1 - c) - 1) * g_hat
+    assert abs(float(p.detach()) - y_new) < 1e-15
+    assert abs(float(opt.state[p]["z"]) - (z - lr * g_hat)) < 1e-15
+
+
+def _spied(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = stacked_step.foreach_schedule_free_step
+    monkeypatch.setattr(stacked_step, "foreach_schedule_free_step",
+                        lambda inputs: calls.append(1) or original(inputs))
+    return calls
+
+
+def test_a_default_stacked_round_takes_it_and_the_loop_the_package(monkeypatch):
+    calls = _spied(monkeypatch)
+    x, y = torch.randn(16, 5), torch.randn(16)
+    for mode, expected in (("stacked", 2), ("loop", 0)):
+        calls.clear()
+        torch.manual_seed(0)
+        booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3, mode=mode)
+        for _ in range(3):  # the first round creates the optimizer state: the package's step
+            booster.learn(x, y)
+        assert len(calls) == expected, mode
+
+
+def test_hooks_or_a_replaced_step_take_the_package(monkeypatch):
+    """A step hook or an ``opt.step`` replaced on the instance runs as the user set it up; a
+    learning-rate scheduler's wrapper (it only counts the calls) does not stand in the way."""
+    calls = _spied(monkeypatch)
+    x, y = torch.randn(16, 5), torch.randn(16)
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3)
+    booster.learn(x, y)
+    opt = booster.learners.engine.optimizers[0]
+    hooked = []
+    handle = opt.register_step_post_hook(lambda *_: hooked.append(1))
+    booster.learn(x, y)
+    handle.remove()
+    assert (len(calls), len(hooked)) == (0, 1)
+    replaced = []
+    package_step = opt.step
+    opt.step = lambda *args: replaced.append(1) or package_step(*args)
+    booster.learn(x, y)
+    assert (len(calls), len(replaced)) == (0, 1)
+    del opt.step
+    torch.optim.lr_scheduler.StepLR(opt, step_size=100)
+    booster.learn(x, y)
+    assert len(calls) == 1
+
+
+def test_a_rejected_eager_step_leaves_the_learners_as_they_were():
+    """A rate of 1e30 moves the learners by far more than 1e6 times their norm: checks 3-4
+    reject the step and the round is undone bitwise, optimizer counters included."""
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3)
+    x, y = torch.randn(16, 5), torch.randn(16)
+    booster.learn(x, y), booster.learn(x, y)
+    for group in booster.learners.engine.optimizers[0].param_groups:
+        group["lr"] = 1e30
+    before = copy.deepcopy(booster.state_dict())
+    with pytest.raises(DivergenceError, match="changed its parameters by more than"):
+        booster.learn(x, y)
+    assert_same(booster.state_dict(), before)
