@@ -12,9 +12,11 @@ in Python (:func:`_bookkeeping`); the tensor part is done here in one of two for
   package's foreach step takes ten. With the bias correction ``b = 1 − β2^(k+1)``, the
   package's ``g / (sqrt(v / b) + ε)`` is ``sqrt(b) · g / (sqrt(v) + ε sqrt(b))``: the
   correction moves into two scalars, and ``y`` and ``z`` each take the normalised gradient in
-  one ``addcdiv`` without it being written. The same numbers to rounding (a few units in the
-  last place); a default round 5 % shorter on the small shape, 3 % on the SLICE shape
-  (``benchmarks/versions.py``);
+  one ``addcdiv`` without it being written (a weight decay adds three operations). On a CPU
+  each is a loop over the stacked tensors, one pass over memory each: default rounds 0.94× as
+  long for the small shape, 0.96× for SLICE N = 64 and MNIST N = 8
+  (``benchmarks/versions.py 5b30060 e2a7112 --shapes small slice mnist``). The same numbers
+  to rounding (a few units in the last place, ``tests/test_stacked_step.py``);
 * with ``compile=True``, :func:`schedule_free_step`: the package's operations tensor by tensor,
   the scalars handed over as one tensor per group (so it compiles once per layout, not once per
   step), one generated kernel per tensor
@@ -30,9 +32,9 @@ It applies where it is the same step: one :class:`schedulefree.AdamWScheduleFree
 stacked learners (stacked mode, every learner stepping, one process), in train mode, with state
 (the first step creates ``z`` and the second moment: the package's), a float learning rate, one
 dtype (float32 or float64) and device, its own ``step`` method and no step hooks. Anything else
-takes the package's step and :func:`guard_step`. One difference is visible outside the
-optimizer: after a round the parameters' ``.grad`` hold the gradients as the backward wrote
-them, where the package leaves them divided by its denominator.
+takes the package's step and :func:`~torchboost.boosters.guards.guard_step`. One difference is
+visible outside the optimizer: after a round the parameters' ``.grad`` hold the gradients as
+the backward wrote them, where the package leaves them divided by its denominator.
 
 Each booster compiles its own (:class:`~torchboost.compiling.OwnCompiled`), once per layout of
 its stacked tensors; where torch cannot compile, the eager step runs.

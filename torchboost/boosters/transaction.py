@@ -11,9 +11,10 @@ copy per CUDA device) and, for the learners the round trains (:meth:`Booster.ste
 <torchboost.boosters.base.Booster.stepping_learner>`), their parameters, optimizer state and
 parameter-group settings (:class:`LearnerSnapshot`: one multi-tensor copy into tensors kept from
 round to round). Inside, the learners step through :meth:`RoundTransaction.step`, guarded by
-:func:`~torchboost.boosters.guards.guard_step` (a non-finite or absurd step raises
-:class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once the round
-has succeeded happens last in its body; what a buffer copy cannot undo (the standardiser's
+:func:`~torchboost.boosters.guards.guard_step` (stacked schedule-free learners: its checks
+around their own step, :mod:`~torchboost.boosters.stacked_step`; a non-finite or absurd step
+raises :class:`~torchboost.boosters.guards.DivergenceError`), and what may only happen once
+the round has succeeded happens last in its body; what a buffer copy cannot undo (the standardiser's
 buffers sized by the first batch) registers its undoing with :meth:`RoundTransaction.on_rollback`.
 The learning-rate schedules step last in the round (a scheduler that raises puts them all back).
 If anything raises — a guard, a learner, a hook, ``KeyboardInterrupt`` — the buffers, the
