@@ -5,6 +5,7 @@ a default stacked round wherever it is the package's step, and nowhere else."""
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import schedulefree
@@ -143,9 +144,44 @@ def test_hooks_or_a_replaced_step_take_the_package(monkeypatch):
     booster.learn(x, y)
     assert (len(calls), len(replaced)) == (0, 1)
     del opt.step
+
+    @functools.wraps(type(opt).step)  # a user's wrapper, written as torch writes its own
+    def clipped(*args, **kwargs):
+        replaced.append(1)
+        return type(opt).step(opt, *args, **kwargs)
+
+    opt.step = clipped
+    booster.learn(x, y)
+    assert (len(calls), len(replaced)) == (0, 2)
+    del opt.step
     torch.optim.lr_scheduler.StepLR(opt, step_size=100)
     booster.learn(x, y)
     assert len(calls) == 1
+
+
+def test_an_optimizer_with_options_it_does_not_know_takes_the_package(monkeypatch):
+    """A ``schedulefree`` whose AdamW takes options this step does not repeat (a later version
+    adds ``inner_momentum``) keeps the package's step."""
+    torch.manual_seed(0)
+    booster = SGB(lambda: TwoLayerNet(5, 4), n_learners=3)
+    x, y = torch.randn(16, 5), torch.randn(16)
+    booster.learn(x, y)
+    opt = booster.learners.engine.optimizers[0]
+    with booster.learners.learning_point():
+        assert applies(opt)
+        known = schedulefree.AdamWScheduleFree.__init__
+
+        def later(self, params, lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                  warmup_steps=0, r=0.0, weight_lr_power=2.0, foreach=True,
+                  inner_momentum=0.0):
+            known(self, params, lr, betas, eps, weight_decay, warmup_steps, r,
+                  weight_lr_power, foreach)
+
+        monkeypatch.setattr(schedulefree.AdamWScheduleFree, "__init__", later)
+        stacked_step._known_options.cache_clear()
+        assert not applies(opt)
+    monkeypatch.undo()
+    stacked_step._known_options.cache_clear()
 
 
 def test_a_rejected_eager_step_leaves_the_learners_as_they_were():

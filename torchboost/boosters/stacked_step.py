@@ -28,10 +28,11 @@ place), so check 2's explanation reads the very gradients it judged, and paramet
 learning point ``y``, switched back by :func:`~torchboost.learners.averaging.learning_point`
 as after the package's step, so that checks 3-4's explanation finds the stepped parameters.
 
-It applies where it is the same step: one :class:`schedulefree.AdamWScheduleFree` over the
-stacked learners (stacked mode, every learner stepping, one process), in train mode, with state
-(the first step creates ``z`` and the second moment: the package's), a float learning rate, one
-dtype (float32 or float64) and device, its own ``step`` method and no step hooks. Anything else
+It applies where it is the same step: one :class:`schedulefree.AdamWScheduleFree` taking the
+options of ``schedulefree`` 1.4 over the stacked learners (stacked mode, every learner
+stepping, one process), in train mode, with state (the first step creates ``z`` and the second
+moment: the package's), a float learning rate, one dtype (float32 or float64) and device, its
+class's ``step`` (a learning-rate scheduler's wrapper allowed) and no step hooks. Anything else
 takes the package's step and :func:`~torchboost.boosters.guards.guard_step`. One difference is
 visible outside the optimizer: after a round the parameters' ``.grad`` hold the gradients as
 the backward wrote them, where the package leaves them divided by its denominator.
@@ -43,9 +44,10 @@ its stacked tensors; where torch cannot compile, the eager step runs.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import schedulefree
@@ -242,9 +244,9 @@ def _stepped(opt: torch.optim.Optimizer) -> list[Tensor]:
 
 def applies(opt: torch.optim.Optimizer) -> bool:
     """Whether the step here is ``opt.step()`` now (module docstring)."""
-    if type(opt) is not schedulefree.AdamWScheduleFree or not _own_step(opt) \
-            or opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks \
-            or _global_step_hooks():
+    if type(opt) is not schedulefree.AdamWScheduleFree or not _known_options(type(opt)) \
+            or not _own_step(opt) or opt._optimizer_step_pre_hooks \
+            or opt._optimizer_step_post_hooks or _global_step_hooks():
         return False
     kinds = set()
     for group in opt.param_groups:
@@ -262,9 +264,23 @@ def applies(opt: torch.optim.Optimizer) -> bool:
 
 def _own_step(opt: torch.optim.Optimizer) -> bool:
     """Whether ``opt.step`` is its class's: not replaced on the instance, or wrapped only by a
-    learning-rate scheduler (which counts the calls, for its order warning)."""
+    learning-rate scheduler (which counts the calls, for its order warning: the flag torch's
+    ``LRScheduler`` sets on its wrapper, around the class's step itself)."""
     step = vars(opt).get("step")
-    return step is None or getattr(step, "__wrapped__", None) is type(opt).step
+    return step is None or (getattr(step, "_wrapped_by_lr_sched", False)
+                            and getattr(step, "__wrapped__", None) is type(opt).step)
+
+
+#: the options of ``schedulefree.AdamWScheduleFree`` whose step this module repeats (1.4); a
+#: version that takes others (a later one adds ``inner_momentum``) keeps its own step
+_OPTIONS = ("params", "lr", "betas", "eps", "weight_decay", "warmup_steps", "r",
+            "weight_lr_power", "foreach")
+
+
+@lru_cache
+def _known_options(kind: type) -> bool:
+    """Whether the optimizer class ``kind`` takes exactly :data:`_OPTIONS`."""
+    return tuple(inspect.signature(kind.__init__).parameters)[1:] == _OPTIONS
 
 
 #: the parameter dtypes the step takes: those whose arithmetic it repeats (bfloat16 and
@@ -274,7 +290,7 @@ _DTYPES = (torch.float32, torch.float64)
 
 def _bookkeeping(group: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
     """The package's arithmetic of one group before its tensor step (``AdamWScheduleFree.step``
-    up to ``ckp1``): the compiled step's scalars — ``β2``, ``1 − β2``, the bias correction
+    up to ``ckp1``): the step's scalars — ``β2``, ``1 − β2``, the bias correction
     ``1 − β2^(k+1)``, ``ε``, the weight decay, ``c_{k+1}``, ``y``'s step ``lr (β1 (1 − c_{k+1})
     − 1)`` and ``lr`` — and the group's ``k``, ``scheduled_lr``, ``lr_max`` and ``weight_sum``
     after the step, as the package sets them (the group is left as it is)."""
