@@ -25,9 +25,10 @@ round's whole commit already happened inside it.
 The learners' copy costs one pass over their parameters and optimizer state per round (Adam:
 one more ATen operation than before it, ``benchmarks/round_ops.py``); it replaced the guards'
 own copies (a ``torch.cat`` of the parameters and a copy of the optimizer state for every step
-that no bound proves safe), so the default schedule-free round costs 1.04× (N = 8) and 1.10×
-(N = 64, SLICE shape) an Adam round stacked and 0.90× in loop mode
-(``benchmarks/schedule_free_cost.json``).
+that no bound proves safe), so the default schedule-free round cost 1.04× (N = 8) and 1.10×
+(N = 64, SLICE shape) an Adam round stacked and 0.90× in loop mode; 0.99×, 1.02× and
+0.87-0.92× since the stacked step is the library's (:mod:`.stacked_step`,
+``benchmarks/schedule_free_cost.json``).
 
 So a booster's own state must live in buffers (or learner parameters): plain Python attributes
 are not restored, and not saved by ``state_dict`` either
