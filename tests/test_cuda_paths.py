@@ -109,3 +109,33 @@ def test_compiled_rounds_on_cuda_match_eager_ones_with_one_sync():
         boosters[1].learn(xs[:20].cuda(), ys[:20].cuda())
     syncs = [e for e in prof.events() if e.name == "aten::_local_scalar_dense"]
     assert len(syncs) == 1  # the round's deferred checks, read once; none for the scalars
+
+
+def test_the_stacked_schedule_free_step_on_cuda_is_the_packages_with_one_sync(monkeypatch):
+    """The default stacked round's own step (torchboost/boosters/stacked_step.py) on a GPU:
+    taken, the package's step to rounding, and the round reads the device once."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from torchboost.boosters import stacked_step
+
+    xs, ys = regression_stream(200, d=5, seed=1)
+    calls = []
+    original = stacked_step.foreach_schedule_free_step
+    monkeypatch.setattr(stacked_step, "foreach_schedule_free_step",
+                        lambda inputs: calls.append(1) or original(inputs))
+    boosters = []
+    for own in (True, False):
+        if not own:  # the package's step, under the guards' hooks
+            monkeypatch.setattr(stacked_step, "applies", lambda opt: False)
+        torch.manual_seed(0)
+        boosters.append(SGB(lambda: TwoLayerNet(5, 4), n_learners=8).to("cuda"))
+        for x, y in zip(xs.split(20), ys.split(20), strict=True):
+            boosters[-1].learn(x.cuda(), y.cuda())
+    assert len(calls) == 9  # every round but the first (the package creates the state)
+    assert torch.allclose(boosters[0].predict(xs.cuda()), boosters[1].predict(xs.cuda()),
+                          atol=1e-5)
+    monkeypatch.undo()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        boosters[0].learn(xs[:20].cuda(), ys[:20].cuda())
+    syncs = [e for e in prof.events() if e.name == "aten::_local_scalar_dense"]
+    assert len(syncs) == 1  # the round's deferred checks, read once
