@@ -63,7 +63,7 @@ def test_the_eager_step_is_the_packages_step_to_rounding():
                 p.grad, q.grad = g.clone(), g.clone()
             before = [p.detach().clone() for p in params]
             package.step()
-            inputs = step_inputs(ours, before, on_device=False)
+            inputs = step_inputs(ours, before)
             foreach_schedule_free_step(inputs)
             set_counters(ours, inputs.counters)
             for p, g in zip(params, grads, strict=True):
@@ -93,7 +93,7 @@ def test_one_entry_by_hand():
     group = opt.param_groups[0]
     group["k"], group["weight_sum"], group["lr_max"] = 1, lr ** 2, lr  # one step taken
     p.grad = torch.tensor([g], dtype=torch.float64)
-    inputs = step_inputs(opt, [p.detach().clone()], on_device=False)
+    inputs = step_inputs(opt, [p.detach().clone()])
     foreach_schedule_free_step(inputs)
     v_new = beta2 * v + (1 - beta2) * g * g
     g_hat = g / ((v_new / (1 - beta2 ** 2)) ** 0.5 + eps)

@@ -55,6 +55,7 @@ from torchboost.boosters.guards import (
 from torchboost.boosters.scaling import prepare
 from torchboost.boosters.stacked_step import (
     applies,
+    device_scalars,
     schedule_free_step,
     set_counters,
     state_step_checks,
@@ -158,7 +159,7 @@ class CompiledRound(CompiledOnce):
                 (prepared, h, partials, prediction, targets, weights, finite, grads, verdicts,
                  sums) = self.compiled()(booster, [names[id(p)] for p in inputs.params],
                                         inputs.params, inputs.zs, inputs.squares, inputs.before,
-                                        inputs.scalars, x, z, booster.initial_prediction(x),
+                                        device_scalars(inputs), x, z, booster.initial_prediction(x),
                                         seen, limit)
         except CompileFailed:  # raised before anything ran: the eager round instead
             return None

@@ -67,9 +67,9 @@ from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 
-__all__ = ["StackedScheduleFreeStep", "StepInputs", "applies", "foreach_schedule_free_step",
-           "schedule_free_step", "set_counters", "state_step_checks", "step_inputs",
-           "values_on_device"]
+__all__ = ["StackedScheduleFreeStep", "StepInputs", "applies", "device_scalars",
+           "foreach_schedule_free_step", "schedule_free_step", "set_counters",
+           "state_step_checks", "step_inputs", "values_on_device"]
 
 
 def schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tensor],
@@ -78,19 +78,18 @@ def schedule_free_step(params: list[Tensor], grads: list[Tensor], zs: list[Tenso
                         ) -> tuple[Tensor, Tensor, Tensor]:
     """Schedule-free AdamW's step (``schedulefree`` 1.4, ``AdamWScheduleFree.step``) on
     ``params`` (at ``y``) in place, tensor by tensor, tensor ``i`` with the scalars
-    ``scalars[i]`` of its group (:func:`_bookkeeping`'s, as a tensor): the form
-    ``torch.compile`` takes; returns check 2's gradient norms ``(tensors, N)`` and the verdicts
-    of checks 2 and 3-4 (:func:`~torchboost.deferred_checks.within` values)."""
-    with torch.no_grad():
-        ratios = torch.stack([_row_norms(g) for g in grads])
+    ``scalars[i]`` of its group (:func:`device_scalars`): the form ``torch.compile`` takes,
+    between the checks (:func:`_checked`'s returns)."""
+
+    def step() -> None:
         for y, grad, z, square, s in zip(params, grads, zs, squares, scalars, strict=True):
             beta2, one_minus_beta2, correction, eps, decay, ckp1, y_step, lr = s.unbind()
             square.mul_(beta2).addcmul_(grad, grad, value=one_minus_beta2)
             normalized = grad / ((square / correction).sqrt() + eps) + y * decay
             y.lerp_(z, ckp1).add_(normalized * y_step)
             z.sub_(normalized * lr)
-        return (ratios, within(ratios.max(), gradient_limit),
-                within(_update_norm(params, before), update_limit))
+
+    return _checked(step, params, grads, before, gradient_limit, update_limit)
 
 
 def foreach_schedule_free_step(inputs: StepInputs) -> None:
@@ -100,13 +99,10 @@ def foreach_schedule_free_step(inputs: StepInputs) -> None:
     and ``z ← z − sqrt(b) lr · g / d`` (module docstring), the weight decay's ``λ y`` (at ``y``
     before the step, as the package) in three operations more where a group has one."""
     with torch.no_grad():
-        first = 0
-        for size, scalars in inputs.groups:
-            tensors = slice(first, first + size)
-            first += size
-            if not size:  # every parameter of the group frozen
-                continue
+        for tensors, scalars in inputs.groups:
             params, grads = inputs.params[tensors], inputs.grads[tensors]
+            if not params:  # every parameter of the group frozen
+                continue
             zs, squares = inputs.zs[tensors], inputs.squares[tensors]
             beta2, one_minus_beta2, correction, eps, decay, ckp1, y_step, lr = scalars
             root = math.sqrt(correction)
@@ -123,15 +119,17 @@ def foreach_schedule_free_step(inputs: StepInputs) -> None:
             torch._foreach_addcdiv_(zs, grads, denominators, value=-lr * root)
 
 
-def _checked_foreach_step(inputs: StepInputs, gradient_limit: float,
-                          update_limit: float) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`foreach_schedule_free_step` between the checks :func:`schedule_free_step` states:
-    the same returns."""
+def _checked(step: Callable[[], None], params: list[Tensor], grads: list[Tensor],
+             before: list[Tensor], gradient_limit: float,
+             update_limit: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``step()`` between the checks of :func:`~torchboost.boosters.guards.guard_step`, on the
+    device: returns check 2's gradient norms ``(tensors, N)``, taken before the step, and the
+    verdicts of checks 2 and 3-4 (:func:`~torchboost.deferred_checks.within` values)."""
     with torch.no_grad():
-        ratios = torch.stack([_row_norms(g) for g in inputs.grads])
-        foreach_schedule_free_step(inputs)
+        ratios = torch.stack([_row_norms(g) for g in grads])
+        step()
         return (ratios, within(ratios.max(), gradient_limit),
-                within(_update_norm(inputs.params, inputs.before), update_limit))
+                within(_update_norm(params, before), update_limit))
 
 
 class StackedScheduleFreeStep(CompiledOnce):
@@ -156,17 +154,19 @@ class StackedScheduleFreeStep(CompiledOnce):
                        before)
 
     def _step(self, compiled: bool, opt: torch.optim.Optimizer, before: list[Tensor]) -> None:
-        inputs = step_inputs(opt, before, on_device=compiled)
+        inputs = step_inputs(opt, before)
         if inputs.params:
             limit = _square_limit(inputs.params[0].dtype)
             verdicts = None
             if compiled:
                 with contextlib.suppress(CompileFailed):  # torch cannot compile here: eagerly
                     verdicts = self.compiled()(inputs.params, inputs.grads, inputs.zs,
-                                               inputs.squares, inputs.before, inputs.scalars,
-                                               limit, MAX_RELATIVE_UPDATE)
+                                               inputs.squares, inputs.before,
+                                               device_scalars(inputs), limit,
+                                               MAX_RELATIVE_UPDATE)
             if verdicts is None:
-                verdicts = _checked_foreach_step(inputs, limit, MAX_RELATIVE_UPDATE)
+                verdicts = _checked(partial(foreach_schedule_free_step, inputs), inputs.params,
+                                    inputs.grads, inputs.before, limit, MAX_RELATIVE_UPDATE)
             state_step_checks(opt, before, limit, *verdicts)
         set_counters(opt, inputs.counters)
         if "step" in vars(opt):  # what a scheduler's wrapper of ``opt.step`` records
@@ -176,48 +176,52 @@ class StackedScheduleFreeStep(CompiledOnce):
 class StepInputs(NamedTuple):
     """What the step takes of one optimizer, in the order of its groups: the stepped
     parameters, their gradients, ``z`` and second moments and their copies from before the
-    round; for :func:`schedule_free_step` each one's scalars (:func:`_bookkeeping`'s) on its
-    device, for :func:`foreach_schedule_free_step` every group's number of them and its
-    scalars; and every group's counters after the step (:func:`set_counters`)."""
+    round; every group's share of them (a slice of these lists) and its scalars
+    (:func:`_bookkeeping`'s); and every group's counters after the step
+    (:func:`set_counters`)."""
 
     params: list[Tensor]
     grads: list[Tensor]
     zs: list[Tensor]
     squares: list[Tensor]
     before: list[Tensor]
-    scalars: list[Tensor]
-    groups: list[tuple[int, list[float]]]
+    groups: list[tuple[slice, list[float]]]
     counters: list[dict[str, Any]]
 
 
-def step_inputs(opt: torch.optim.Optimizer, before: list[Tensor], gradients: bool = True,
-                on_device: bool = True) -> StepInputs:
+def step_inputs(opt: torch.optim.Optimizer, before: list[Tensor],
+                gradients: bool = True) -> StepInputs:
     """:class:`StepInputs` of ``opt`` (one :func:`applies`): the parameters with a gradient,
     or (``gradients=False``: the gradients are not computed yet, ``grads`` left empty) every
-    trainable one. ``before``: the copies of every parameter ``opt`` steps, in its order.
-    ``on_device=False``: no scalars on the device (``scalars`` left empty)."""
-    inputs = StepInputs([], [], [], [], [], [], [], [])
+    trainable one. ``before``: the copies of every parameter ``opt`` steps, in its order."""
+    inputs = StepInputs([], [], [], [], [], [], [])
     position = 0
     for group in opt.param_groups:
         group_scalars, after = _bookkeeping(group)
         inputs.counters.append(after)
-        device_scalars = None
-        size = len(inputs.params)
+        first = len(inputs.params)
         for p in group["params"]:
             position += 1
             if (p.grad is None) if gradients else not p.requires_grad:
                 continue
-            if on_device:
-                if device_scalars is None:
-                    device_scalars = values_on_device(group_scalars, p)
-                inputs.scalars.append(device_scalars)
             state = opt.state[p]
             inputs.params.append(p), inputs.zs.append(state["z"])
             inputs.squares.append(state["exp_avg_sq"]), inputs.before.append(before[position - 1])
             if gradients:
                 inputs.grads.append(p.grad)
-        inputs.groups.append((len(inputs.params) - size, group_scalars))
+        inputs.groups.append((slice(first, len(inputs.params)), group_scalars))
     return inputs
+
+
+def device_scalars(inputs: StepInputs) -> list[Tensor]:
+    """Every stepped tensor's group scalars as one tensor on its device, made once per group:
+    what :func:`schedule_free_step` takes."""
+    scalars: list[Tensor] = []
+    for tensors, values in inputs.groups:
+        params = inputs.params[tensors]
+        if params:
+            scalars += [values_on_device(values, params[0])] * len(params)
+    return scalars
 
 
 def state_step_checks(opt: torch.optim.Optimizer, before: list[Tensor], limit: float,
