@@ -75,10 +75,10 @@ _LERP_SWITCH = (schedulefree.AdamWScheduleFree, schedulefree.RAdamScheduleFree)
 
 def _switch(optimizers: Sequence[torch.optim.Optimizer], train: bool) -> None:
     """``opt.train()`` (or ``opt.eval()``) for every optimizer, as one ``torch._foreach_lerp_``
-    per distinct weight for those of :data:`_LERP_SWITCH` (the same arithmetic; both ways take
-    67 µs of a 5.8 ms N = 64 stacked round in the SLICE shape, ``benchmarks/schedule_free_cost.py``,
-    and one call per parameter, 2 × 4 of them there, 74 µs; in loop mode, 8 learners, 60 µs
-    against 176 µs)."""
+    per distinct weight for those of :data:`_LERP_SWITCH` (the same arithmetic; in the run of
+    ``benchmarks/schedule_free_cost.py`` that chose it, both ways took 67 µs of a 5.8 ms N = 64
+    stacked round in the SLICE shape, and one call per parameter, 2 × 4 of them there, 74 µs;
+    in loop mode, 8 learners, 60 µs against 176 µs; the file holds the latest run)."""
     moves: dict[float, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
     for opt in optimizers:
         if type(opt) not in _LERP_SWITCH:
