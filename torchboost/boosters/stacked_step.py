@@ -66,6 +66,7 @@ from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
+from torchboost.scalars import scalar
 
 __all__ = ["StackedScheduleFreeStep", "StepInputs", "applies", "device_scalars",
            "foreach_schedule_free_step", "schedule_free_step", "set_counters",
@@ -106,17 +107,35 @@ def foreach_schedule_free_step(inputs: StepInputs) -> None:
             zs, squares = inputs.zs[tensors], inputs.squares[tensors]
             beta2, one_minus_beta2, correction, eps, decay, ckp1, y_step, lr = scalars
             root = math.sqrt(correction)
-            torch._foreach_mul_(squares, beta2)
+            torch._foreach_mul_(squares, _operand(beta2, squares[0]))
             torch._foreach_addcmul_(squares, grads, grads, value=one_minus_beta2)
             denominators = torch._foreach_sqrt(squares)
-            torch._foreach_add_(denominators, eps * root)
-            decayed = torch._foreach_mul(params, decay) if decay != 0 else None
+            _add_number(denominators, eps * root)
+            decayed = (torch._foreach_mul(params, _operand(decay, params[0])) if decay != 0
+                       else None)
             torch._foreach_lerp_(params, zs, ckp1)
             if decayed is not None:
                 torch._foreach_add_(params, decayed, alpha=y_step)
                 torch._foreach_add_(zs, decayed, alpha=-lr)
             torch._foreach_addcdiv_(params, grads, denominators, value=y_step * root)
             torch._foreach_addcdiv_(zs, grads, denominators, value=-lr * root)
+
+
+def _operand(value: float, like: Tensor) -> Tensor | float:
+    """``value`` as the operand of a multi-tensor product with ``like``'s tensors: on the CPU a
+    cached 0-dim tensor of their dtype (a number costs four ATen operations more per tensor
+    there, :mod:`~torchboost.scalars`), elsewhere the number (foreach's one-launch form)."""
+    return scalar(value, like) if like.device.type == "cpu" else value
+
+
+def _add_number(tensors: list[Tensor], value: float) -> None:
+    """``t += value`` for every tensor, the number rounded to their dtype as ``t.add_(value)``
+    does; on the CPU as ``t + value · 1`` with a cached 0-dim one (:func:`_operand`)."""
+    if tensors[0].device.type == "cpu":
+        one = scalar(1.0, tensors[0])
+        torch._foreach_add_(tensors, [one] * len(tensors), alpha=value)
+    else:
+        torch._foreach_add_(tensors, value)
 
 
 def _checked(step: Callable[[], None], params: list[Tensor], grads: list[Tensor],
