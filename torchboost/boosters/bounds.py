@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from torchboost.params import flag
+from torchboost.without_grad import without_grad
 
 __all__ = ["BOUND_MARGIN", "PredictionBounds"]
 
@@ -72,7 +73,7 @@ class PredictionBounds:
         user's units (over every replica's shard when distributed)."""
         if self.loss.is_classifier:
             return
-        with torch.no_grad():
+        with without_grad():
             low, high = torch.aminmax(labels.to(torch.float64), dim=0)
             if self.sync is not None:  # one slot per replica, summed: every rank sees all
                 slots = low.new_zeros(self.sync.world_size, 2, low.shape[0])

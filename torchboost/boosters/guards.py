@@ -62,6 +62,7 @@ from torchboost.boosters.step_bound import MomentInvariant, UpdateBound, adam_up
 from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
+from torchboost.without_grad import without_grad
 
 __all__ = ["MAX_RELATIVE_UPDATE", "DivergenceError", "check_round", "guard_step"]
 
@@ -233,7 +234,7 @@ def _update_norm(params: list[Tensor], before: list[Tensor]) -> Tensor:
     """The norm of the whole update, in one fused pass, on the device: finite (so is every
     parameter, the copies before the round being finite) and at most the cap exactly when
     checks 3 and 4 hold for every learner, each learner's cap being at least it."""
-    with torch.no_grad():
+    with without_grad():
         return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(
             torch._foreach_sub(params, before))))
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
+
+from torchboost.without_grad import without_grad
 
 __all__ = ["ROUND_COUNTERS", "RoundRecords"]
 
@@ -37,7 +38,7 @@ class RoundRecords:
         ``weights``) and encoded labels ``z`` adds up for :meth:`_record_round`: every
         learner's squared residual and (weighted) squared target summed over the batch, the
         sum of the targets' norms and, with ``y0="mean"``, of the label statistic."""
-        with torch.no_grad():
+        with without_grad():
             residual = targets - h
             target_sq, residual_sq = targets * targets, residual * residual
             if weights is None:
@@ -64,7 +65,7 @@ class RoundRecords:
         batch = x.shape[0] if self.sync is None else self._round_size
         if sums is None:
             sums = self._round_sums(h, targets, z, weights)
-        with torch.no_grad():
+        with without_grad():
             if self.sync is not None:
                 self.sync.sum_(sums)
             residual_sq, target_sq_sum, norm_sum = sums[:3]

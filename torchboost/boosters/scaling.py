@@ -45,6 +45,7 @@ from torchboost.compiling import CompiledOnce, CompileFailed
 from torchboost.deferred_checks import require_finite
 from torchboost.distributed import Synchronizer
 from torchboost.scalars import scalar
+from torchboost.without_grad import without_grad
 
 __all__ = ["CONSTANT_TOLERANCE", "Moments", "Prepared", "RunningMoments", "Standardizer",
            "prepare"]
@@ -102,12 +103,12 @@ class RunningMoments(nn.Module):
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_scale_memo": None}  # a copy computes its own
 
-    @torch.no_grad()
+    @without_grad()
     def update(self, values: Tensor, sync: Synchronizer | None = None) -> None:
         """Add a batch ``(B, k, ...)`` (all replicas' shards with ``sync``)."""
         self.commit(self.updated(values, sync))
 
-    @torch.no_grad()
+    @without_grad()
     def updated(self, values: Tensor, sync: Synchronizer | None = None) -> Moments:
         """The statistics after adding a batch, leaving the buffers as they are
         (:meth:`commit` stores them). The batch's deviations from the running mean ``m`` (or,
@@ -157,7 +158,7 @@ class RunningMoments(nn.Module):
         """Whether a batch was added (read from the statistics' size: no device sync)."""
         return self.mean.numel() > 0
 
-    @torch.no_grad()
+    @without_grad()
     def commit(self, stats: Moments) -> None:
         """Store statistics from :meth:`updated` (the first time, sized by them)."""
         if self.mean.shape != stats.mean.shape:

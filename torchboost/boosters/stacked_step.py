@@ -67,6 +67,7 @@ from torchboost.deferred_checks import require_finite, within
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
 from torchboost.scalars import scalar
+from torchboost.without_grad import without_grad
 
 __all__ = ["StackedScheduleFreeStep", "StepInputs", "applies", "device_scalars",
            "foreach_schedule_free_step", "schedule_free_step", "set_counters",
@@ -99,7 +100,7 @@ def foreach_schedule_free_step(inputs: StepInputs) -> None:
     + (1 − β2) g²``, ``d = sqrt(v) + ε sqrt(b)``, ``y ← y + c (z − y) + sqrt(b) y_step · g / d``
     and ``z ← z − sqrt(b) lr · g / d`` (module docstring), the weight decay's ``λ y`` (at ``y``
     before the step, as the package) in three operations more where a group has one."""
-    with torch.no_grad():
+    with without_grad():
         for tensors, scalars in inputs.groups:
             params, grads = inputs.params[tensors], inputs.grads[tensors]
             if not params:  # every parameter of the group frozen
@@ -144,7 +145,7 @@ def _checked(step: Callable[[], None], params: list[Tensor], grads: list[Tensor]
     """``step()`` between the checks of :func:`~torchboost.boosters.guards.guard_step`, on the
     device: returns check 2's gradient norms ``(tensors, N)``, taken before the step, and the
     verdicts of checks 2 and 3-4 (:func:`~torchboost.deferred_checks.within` values)."""
-    with torch.no_grad():
+    with without_grad():
         ratios = torch.stack([_row_norms(g) for g in grads])
         step()
         return (ratios, within(ratios.max(), gradient_limit),

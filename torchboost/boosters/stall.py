@@ -57,6 +57,7 @@ from torch import Tensor, nn
 
 from torchboost.distributed import Synchronizer
 from torchboost.losses import Loss
+from torchboost.without_grad import without_grad
 
 __all__ = ["DEFAULT_WINDOW", "STILL_TOLERANCE", "SYMPTOMS", "BoostingStallWarning",
            "StallMonitor"]
@@ -134,7 +135,7 @@ class StallMonitor(nn.Module):
         #: the held-out rows :meth:`judge_held_out` judged (0: the numbers are a window's)
         self.held_out_rows = 0
 
-    @torch.no_grad()
+    @without_grad()
     def batch_sums(self, partials: Tensor, z: Tensor,
                    seen: Tensor | float | None) -> list[Tensor]:
         """What :meth:`update` adds up of a batch: the label statistic's sum and, given the
@@ -147,7 +148,7 @@ class StallMonitor(nn.Module):
             sums += [self._values(partials, z).sum(-1), self._values(constant, z).sum()]
         return sums
 
-    @torch.no_grad()
+    @without_grad()
     def update(self, partials: Tensor, z: Tensor, sync: Synchronizer | None = None,
                batch: int | None = None,
                parameters: Callable[[], Iterable[Tensor]] | None = None,

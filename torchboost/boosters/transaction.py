@@ -66,6 +66,7 @@ from torchboost.boosters.guards import guard_step
 from torchboost.boosters.stacked_step import StackedScheduleFreeStep
 from torchboost.distributed import Synchronizer
 from torchboost.learners import WeakLearners
+from torchboost.without_grad import without_grad
 
 __all__ = ["LearnerSnapshot", "RoundSnapshot", "RoundTransaction", "Snapshot"]
 
@@ -109,7 +110,7 @@ class RoundSnapshot:
     @staticmethod
     def restore(snapshot: Snapshot) -> None:
         """Put the copies of :meth:`take` back into their buffers."""
-        with torch.no_grad():
+        with without_grad():
             for buffer, copy in zip(*snapshot, strict=True):
                 buffer.copy_(copy)
 
@@ -193,7 +194,7 @@ class LearnerSnapshot:
         if layout != self._layout:
             self._copies = [torch.empty_like(t) for t in tensors]
             self._layout = layout
-        with torch.no_grad():
+        with without_grad():
             torch._foreach_copy_(self._copies, tensors)
         return LearnerState(optimizers, states, groups, tensors, self._copies, n_params)
 

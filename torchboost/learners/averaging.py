@@ -25,6 +25,8 @@ from contextlib import contextmanager
 import schedulefree
 import torch
 
+from torchboost.without_grad import without_grad
+
 __all__ = ["is_schedule_free", "learning_point", "window_average"]
 
 
@@ -95,7 +97,7 @@ def _switch(optimizers: Sequence[torch.optim.Optimizer], train: bool) -> None:
                     params.append(param)
                     targets.append(state["z"])
             group["train_mode"] = train
-    with torch.no_grad():
+    with without_grad():
         for weight, (params, targets) in moves.items():
             if params:
                 torch._foreach_lerp_(params, targets, weight)
