@@ -33,9 +33,10 @@ from torchboost import SGB, TwoLayerNet
 from torchboost.boosters.stall import BoostingStallWarning
 
 #: the functions whose operations are the weak learners' own work (``wrapper``: an optimizer's
-#: ``step``; ``foreach_schedule_free_step``: the stacked schedule-free learners')
+#: ``step``; ``foreach_schedule_free_step`` and its ``_add_number``: the stacked schedule-free
+#: learners')
 LEARNER_FUNCTIONS = ("stacked_sequential", "step_outputs", "_fused_adam", "wrapper",
-                     "foreach_schedule_free_step")
+                     "foreach_schedule_free_step", "_add_number")
 
 
 class _Counter(TorchDispatchMode):
