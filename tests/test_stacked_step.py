@@ -47,6 +47,33 @@ def _pair(dtype: torch.dtype) -> tuple[schedulefree.AdamWScheduleFree, ...]:
     return tuple(made)
 
 
+def test_an_epsilon_beyond_float32_makes_the_step_zero_as_the_packages():
+    """ε = 1e39 in float32 (beyond its largest number): the package's denominators round to
+    inf and its step is 0 but for the average's pull toward ``z``; the eager step (whose CPU
+    form adds ε as an ``alpha``, which torch refuses beyond the dtype) does the same, and a
+    default booster keeps learning with it."""
+    package, ours = _pair(torch.float32)
+    for opt in (package, ours):
+        for group in opt.param_groups:
+            group["eps"] = 1e39
+    params = [p for group in ours.param_groups for p in group["params"]]
+    theirs = [p for group in package.param_groups for p in group["params"]]
+    for p, q in zip(params, theirs, strict=True):
+        p.grad, q.grad = torch.ones_like(p), torch.ones_like(q)
+    z_before = [ours.state[p]["z"].clone() for p in params]
+    package.step()
+    inputs = step_inputs(ours, [p.detach().clone() for p in params])
+    foreach_schedule_free_step(inputs)
+    for p, q in zip(params, theirs, strict=True):
+        torch.testing.assert_close(p.detach(), q.detach())
+    for p, z in zip(params[:2], z_before[:2], strict=True):  # no decay: z stands still
+        assert torch.equal(ours.state[p]["z"], z)
+    booster = SGB(lambda: TwoLayerNet(4, 3), n_learners=2, optimizer_kwargs={"eps": 1e39})
+    x, y = torch.randn(16, 4), torch.randn(16)
+    for _ in range(300):  # past sqrt(b) ≈ 0.34, where 1e39 · sqrt(b) passes float32's largest
+        booster.learn(x, y)
+
+
 def test_the_eager_step_is_the_packages_step_to_rounding():
     """Five steps on the same gradients: the parameters (``y``), ``z`` and the second moments
     agree with the package's to a few units in the last place (float64: the same arithmetic

@@ -56,6 +56,7 @@ from torch import Tensor
 
 from torchboost.boosters.guards import (
     MAX_RELATIVE_UPDATE,
+    _largest,
     _raise_bad_step,
     _raise_unbounded_gradient,
     _row_norms,
@@ -131,8 +132,10 @@ def _operand(value: float, like: Tensor) -> Tensor | float:
 
 def _add_number(tensors: list[Tensor], value: float) -> None:
     """``t += value`` for every tensor, the number rounded to their dtype as ``t.add_(value)``
-    does; on the CPU as ``t + value · 1`` with a cached 0-dim one (:func:`_operand`)."""
-    if tensors[0].device.type == "cpu":
+    does; on the CPU as ``t + value · 1`` with a cached 0-dim one (:func:`_operand`), where the
+    dtype holds the number (torch refuses an ``alpha`` beyond it, where the number itself rounds
+    to inf: an ε of 1e39 in float32 makes the step 0, as the package's)."""
+    if tensors[0].device.type == "cpu" and abs(value) <= _largest(tensors[0].dtype):
         one = scalar(1.0, tensors[0])
         torch._foreach_add_(tensors, [one] * len(tensors), alpha=value)
     else:
