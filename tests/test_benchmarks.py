@@ -109,6 +109,26 @@ def test_stacked_linear_rows_time_both_forms_of_every_head(monkeypatch):
     assert row["transposed_over_plain"] == pytest.approx(row["transposed_us"] / row["plain_us"])
 
 
+def test_grad_mode_times_both_forms_and_counts_a_rounds_blocks(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import grad_mode
+
+    monkeypatch.setattr(grad_mode, "BLOCKS", 2)
+    try:
+        block, call, count = grad_mode.measure("cpu", 0.01, 1)
+        blocks = grad_mode.blocks_per_round(rounds=2)
+    finally:
+        for name in ("grad_mode", "round_cost", "common"):
+            sys.modules.pop(name, None)
+    assert block["form"] == "block" and call["form"] == "decorated call"
+    for row in (block, call):
+        assert row["no_grad_us"] > 0 and row["without_grad_us"] > 0
+        assert row["without_grad_over_no_grad"] == pytest.approx(
+            row["without_grad_us"] / row["no_grad_us"])
+    # a default round's checks, snapshot, step, statistics and book-keeping: whole blocks
+    assert count["blocks"] == blocks and blocks >= 10 and blocks == int(blocks)
+
+
 def test_one_channel_conv_rows_time_torch_and_patches_on_both_kinds_of_image(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import one_channel_conv
