@@ -10,10 +10,16 @@ n_learners=8)``, batch 32), ``slice`` (64 learners of ``TwoLayerNet(384, 10)``, 
 defaults; ``--compile`` builds them with ``compile=True`` (compiled in the warm-up rounds),
 ``--chained`` with ``chained=True``.
 Reports each version's fastest window and its median ratio to the first commit's, window by
-window.
+window. The versions take turns at going first (window ``w`` starts with the ``w``-th, in
+rotation), so that none is always timed straight after the same other. ``--control`` times the
+first commit twice, as two boosters built apart: their ratio is what two builds of the same
+code differ by here, and a difference within it is not measured: on this project's shared
+2-core machine, one thread, 11 windows of 1 s, from 0.948 to 1.005 (small 1.005, slice 0.966
+and 0.994, mnist 0.948 and 0.991, in two runs).
 
     OMP_NUM_THREADS=1 python benchmarks/versions.py fe9621e HEAD --shapes small slice
     OMP_NUM_THREADS=1 python benchmarks/versions.py 19aa68a HEAD --compile
+    OMP_NUM_THREADS=1 python benchmarks/versions.py 4ee088e HEAD --control
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import tarfile
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -81,6 +88,8 @@ def main() -> None:
                         choices=["small", "slice", "mnist"])
     parser.add_argument("--compile", action="store_true", help="boosters with compile=True")
     parser.add_argument("--chained", action="store_true", help="boosters with chained=True")
+    parser.add_argument("--control", action="store_true",
+                        help="time the first commit twice, built apart: the noise floor")
     parser.add_argument("--windows", type=int, default=21)
     parser.add_argument("--seconds", type=float, default=0.3, help="per window")
     allocator_option(parser)
@@ -91,22 +100,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         names = [extract(commit, Path(scratch)) for commit in args.commits]
         modules = {name: importlib.import_module(name) for name in names}
+        first = names[0]
         for shape in args.shapes:
             steps = {name: round_of(module, shape, args.compile, args.chained)
                      for name, module in modules.items()}
-            times: dict[str, list[float]] = {name: [] for name in steps}
-            for _ in range(args.windows):
-                for name, step in steps.items():
-                    calls, start = 0, time.perf_counter()
-                    while time.perf_counter() - start < args.seconds:
-                        step()
-                        calls += 1
-                    times[name].append((time.perf_counter() - start) / calls)
-            first = names[0]
-            for name in names:
+            if args.control:  # the same code, built again
+                steps[first + "'"] = round_of(modules[first], shape, args.compile, args.chained)
+            times = windows(steps, args.windows, args.seconds)
+            for name in steps:
                 ratios = sorted(a / b for a, b in zip(times[name], times[first], strict=True))
-                print(f"{shape:6s} {name:12s} fastest {min(times[name]) * 1e6:8.0f} us   "
+                print(f"{shape:6s} {name:13s} fastest {min(times[name]) * 1e6:8.0f} us   "
                       f"vs {first}: {ratios[len(ratios) // 2]:.3f}")
+
+
+def windows(steps: dict[str, Callable[[], object]], count: int, seconds: float
+            ) -> dict[str, list[float]]:
+    """Seconds per call of every step in each of ``count`` windows of ``seconds`` per step (at
+    least one call); window ``w`` starts with the ``w``-th step, in rotation."""
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for window in range(count):
+        shift = window % len(names)
+        for name in names[shift:] + names[:shift]:
+            calls, start = 0, time.perf_counter()
+            while calls == 0 or time.perf_counter() - start < seconds:
+                steps[name]()
+                calls += 1
+            times[name].append((time.perf_counter() - start) / calls)
+    return times
 
 
 if __name__ == "__main__":

@@ -167,6 +167,22 @@ def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkey
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
 
 
+def test_versions_rotates_which_version_goes_first_in_a_window(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import versions
+    try:
+        order: list[str] = []
+        steps = {name: (lambda name=name: order.append(name)) for name in "abc"}
+        times = versions.windows(steps, count=4, seconds=0.0)
+        # zero seconds a window: one call per step per window, in the window's order
+        assert order == list("abc" "bca" "cab" "abc")
+        assert {name: len(values) for name, values in times.items()} == {"a": 4, "b": 4, "c": 4}
+        assert all(value > 0 for values in times.values() for value in values)
+    finally:
+        for key in [k for k in sys.modules if k in ("versions", "common")]:
+            sys.modules.pop(key, None)
+
+
 def test_mnist_one_pass_times_both_models_over_the_same_batches(monkeypatch):
     from torchboost.data.folder import data_dir, missing
 
