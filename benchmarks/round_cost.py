@@ -55,14 +55,15 @@ def count(step: Callable[[], Any]) -> tuple[int, int]:
     return len(names), names.count(SYNC)
 
 
-def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "auto"
-          ) -> tuple[Callable[[], Any], Callable[[], Any], float]:
-    """One booster round (learners in ``mode``) and one network step of the shape ``name``
-    with ``n`` learners, and the seconds its first 80 rounds took (compiling included)."""
+def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "auto",
+          **options: Any) -> tuple[Callable[[], Any], Callable[[], Any], float]:
+    """One booster round (learners in ``mode``; ``options``: more of the booster's arguments,
+    a default switched off) and one network step of the shape ``name`` with ``n`` learners,
+    and the seconds its first 80 rounds took (compiling included)."""
     torch.manual_seed(0)
     if name == "mnist":
         booster = SGB(lambda: ConvNet(), n_learners=n, loss="softmax", n_outputs=10,
-                      targets="newton", compile=compiled, mode=mode)
+                      targets="newton", compile=compiled, mode=mode, **options)
         net: nn.Module = ConvNet(channels=5 * n)
         x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
         loss = nn.functional.cross_entropy
@@ -70,7 +71,7 @@ def shape(name: str, n: int, device: str, compiled: bool = False, mode: str = "a
         width, hidden, batch, act = (10, 10, 32, "sigmoid") if name == "small" else (
             384, 10, 256, "leaky_relu")
         booster = SGB(lambda: TwoLayerNet(width, hidden, activation=act), n_learners=n,
-                      compile=compiled, mode=mode)
+                      compile=compiled, mode=mode, **options)
         net = TwoLayerNet(width, hidden * n, activation=act)
         x, y = torch.randn(batch, width), torch.randn(batch)
 

@@ -129,6 +129,30 @@ def test_grad_mode_times_both_forms_and_counts_a_rounds_blocks(monkeypatch):
     assert count["blocks"] == blocks and blocks >= 10 and blocks == int(blocks)
 
 
+def test_default_costs_switches_each_default_off_against_the_same_network(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import default_costs
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows = default_costs.measure(["small"], 8, "cpu", 0.01, 1)
+    finally:
+        for name in ("default_costs", "round_cost", "common"):
+            sys.modules.pop(name, None)
+    assert [row["variant"] for row in rows] == list(default_costs.VARIANTS)
+    ops = {row["variant"]: row["ops"] for row in rows}
+    # each switch removes what it switches off, and all three remove more than any one
+    for variant in ("standardize=False", "stall_window=None", "bound_predictions=False"):
+        assert ops["all three off"] < ops[variant] < ops["defaults"]
+    assert {row["syncs"] for row in rows} == {1}  # off or on, a round reads the device once
+    assert len({row["network_us"] for row in rows}) == 1  # one network, timed once
+    for row in rows:
+        assert row["over_defaults"] == pytest.approx(row["round_us"] / rows[0]["round_us"])
+        assert row["round_over_network"] == pytest.approx(row["round_us"] / row["network_us"])
+        assert row["network_over_round"] == pytest.approx(1 / row["round_over_network"])
+
+
 def test_one_channel_conv_rows_time_torch_and_patches_on_both_kinds_of_image(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import one_channel_conv
