@@ -15,8 +15,8 @@ What stays in every variant (the transaction, the guards, the schedule-free lear
 partial sums and the round's book-keeping) has no switch. For each shape every variant and the
 network alternate window by window in one process; per variant the ATen operations and host
 syncs of a steady-state round (``round_cost.count``), the median time, the time over the
-defaults' and over the network's step (for the SLICE shape also network / round, the goal's
-stacked / monolithic).
+defaults' and over the network's step, and network / round (for the SLICE shape the goal's
+stacked / monolithic). The JSON records the windows' seconds and repeats.
 
     OMP_NUM_THREADS=1 python benchmarks/default_costs.py              # small and SLICE N = 64
     OMP_NUM_THREADS=1 python benchmarks/default_costs.py --shapes mnist --n 8
@@ -82,7 +82,8 @@ def main() -> None:
                             help="learners for the mnist and slice shapes (small: 8)")))
     measure(args.shapes, args.n, args.device, args.seconds, args.repeats,
             on_row=lambda rows: write_timings(args.out, args.device, rows,
-                                              allocator=args.allocator))
+                                              allocator=args.allocator, seconds=args.seconds,
+                                              repeats=args.repeats))
 
 
 if __name__ == "__main__":
