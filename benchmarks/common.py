@@ -71,14 +71,26 @@ def seconds_per_call(step: Callable[[], None], device: str, min_seconds: float,
     return (time.perf_counter() - start) / calls
 
 
+def windows(steps: dict[str, Callable[[], None]], device: str, seconds: float,
+            count: int) -> dict[str, list[float]]:
+    """Seconds per call of every step in each of ``count`` windows (:func:`seconds_per_call`,
+    ``seconds`` each); window ``w`` starts with the ``w``-th step, in rotation, so that load
+    from other processes hits every step alike and none is always timed straight after the
+    same other."""
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for window in range(count):
+        shift = window % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(seconds_per_call(steps[name], device, seconds))
+    return times
+
+
 def interleaved(steps: dict[str, Callable[[], None]], device: str, min_seconds: float,
                 repeats: int) -> dict[str, float]:
-    """Median seconds per call of each step over ``repeats`` alternating windows (``min_seconds``
-    in all per step), so that load from other processes hits every step alike."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            times[name].append(seconds_per_call(step, device, min_seconds / repeats))
+    """Median seconds per call of each step over ``repeats`` alternating :func:`windows`
+    (``min_seconds`` in all per step)."""
+    times = windows(steps, device, min_seconds / repeats, repeats)
     return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 

@@ -32,13 +32,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import allocator_option, chosen_allocator
+from common import allocator_option, chosen_allocator, windows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,28 +104,11 @@ def main() -> None:
                      for name, module in modules.items()}
             if args.control:  # the same code, built again
                 steps[first + "'"] = round_of(modules[first], shape, args.compile, args.chained)
-            times = windows(steps, args.windows, args.seconds)
+            times = windows(steps, "cpu", args.seconds, args.windows)
             for name in steps:
                 ratios = sorted(a / b for a, b in zip(times[name], times[first], strict=True))
                 print(f"{shape:6s} {name:13s} fastest {min(times[name]) * 1e6:8.0f} us   "
                       f"vs {first}: {ratios[len(ratios) // 2]:.3f}")
-
-
-def windows(steps: dict[str, Callable[[], object]], count: int, seconds: float
-            ) -> dict[str, list[float]]:
-    """Seconds per call of every step in each of ``count`` windows of ``seconds`` per step (at
-    least one call); window ``w`` starts with the ``w``-th step, in rotation."""
-    names = list(steps)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for window in range(count):
-        shift = window % len(names)
-        for name in names[shift:] + names[:shift]:
-            calls, start = 0, time.perf_counter()
-            while calls == 0 or time.perf_counter() - start < seconds:
-                steps[name]()
-                calls += 1
-            times[name].append((time.perf_counter() - start) / calls)
-    return times
 
 
 if __name__ == "__main__":

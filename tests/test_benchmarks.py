@@ -194,20 +194,22 @@ def test_versions_imports_a_commit_under_its_own_name_and_times_its_round(monkey
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
 
 
-def test_versions_rotates_which_version_goes_first_in_a_window(monkeypatch):
+def test_windows_rotate_which_step_goes_first(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import versions
+    import itertools
+
+    import common
     try:
         order: list[str] = []
         steps = {name: (lambda name=name: order.append(name)) for name in "abc"}
-        times = versions.windows(steps, count=4, seconds=0.0)
-        # zero seconds a window: one call per step per window, in the window's order
-        assert order == list("abc" "bca" "cab" "abc")
+        times = common.windows(steps, "cpu", seconds=0.0, count=4)
+        # zero seconds a window: each step's warm-up and least calls, in the window's order
+        assert [name for name, _ in itertools.groupby(order)] == list("abc" "bca" "cab" "abc")
         assert {name: len(values) for name, values in times.items()} == {"a": 4, "b": 4, "c": 4}
         assert all(value > 0 for values in times.values() for value in values)
+        assert common.interleaved(steps, "cpu", 0.0, 3).keys() == steps.keys()
     finally:
-        for key in [k for k in sys.modules if k in ("versions", "common")]:
-            sys.modules.pop(key, None)
+        sys.modules.pop("common", None)
 
 
 def test_mnist_one_pass_times_both_models_over_the_same_batches(monkeypatch):
